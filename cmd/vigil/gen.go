@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/vigil-cep/vigil/internal/workload"
+)
+
+func runGen(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("gen", "gen [--users N] [--events N] [--seed S] [--out FILE] [--truth FILE]", stderr)
+	var c workload.Config
+	fs.IntVar(&c.Users, "users", workload.DefaultUsers, "distinct users")
+	fs.IntVar(&c.Events, "events", workload.DefaultEvents, "records to write")
+	fs.Uint64Var(&c.Seed, "seed", 1, "random seed: the same flags give the same bytes")
+	fs.Int64Var(&c.Start, "start", workload.DefaultStart, "event time of the first event, epoch ms")
+	fs.Float64Var(&c.Rate, "rate", workload.DefaultRate, "events per second of event time")
+	fs.Float64Var(&c.OutOfOrder, "out-of-order", workload.DefaultOutOfOrder, "fraction of events written late")
+	fs.Float64Var(&c.Duplicates, "duplicates", workload.DefaultDuplicates, "fraction of transactions sent twice")
+	fs.Float64Var(&c.Fraud, "fraud", workload.DefaultFraud, "fraction of users with a planted fraud case")
+	outPath := fs.String("out", "-", "output file; - writes standard output")
+	truthPath := fs.String("truth", "", "also write the planted fraud cases (NDJSON) to this file")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	out := stdout
+	if *outPath != "-" {
+		f, err := os.Create(*outPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		out = f
+	}
+	planted, err := workload.Generate(out, c)
+	if err != nil {
+		return err
+	}
+	if f, ok := out.(*os.File); ok && *outPath != "-" {
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	if *truthPath == "" {
+		return nil
+	}
+	f, err := os.Create(*truthPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for _, p := range planted {
+		if err := enc.Encode(p); err != nil {
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("write %s: %w", *truthPath, err)
+	}
+	return f.Close()
+}

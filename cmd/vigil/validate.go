@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/vigil-cep/vigil/rules"
+)
+
+func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("validate", "validate RULES.yaml", stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errUsage
+	}
+	path := fs.Arg(0)
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	rs, err := rules.Load(src)
+	var list rules.ErrorList
+	if errors.As(err, &list) {
+		for _, e := range list {
+			if e.Line > 0 {
+				fmt.Fprintf(stdout, "%s:%d:%d: %s: %v\n", path, e.Line, e.Column, e.Path, e.Err)
+			} else {
+				fmt.Fprintf(stdout, "%s: %s: %v\n", path, e.Path, e.Err)
+			}
+			if e.Snippet != "" {
+				fmt.Fprintf(stdout, "    %s\n", strings.ReplaceAll(e.Snippet, "\n", "\n    "))
+			}
+		}
+		fmt.Fprintf(stdout, "%d error(s)\n", len(list))
+		return exitError{code: 1}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: ok (version %s: %d streams, %d windows, %d rules)\n",
+		path, rs.Version, len(rs.Streams), len(rs.Windows), len(rs.Rules))
+	return nil
+}

@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"strconv"
+
+	"github.com/vigil-cep/vigil/internal/jsonv"
+	"github.com/vigil-cep/vigil/rules"
+)
+
+// hit is one rule's contribution to a decision: a match, or a run-time error.
+type hit struct {
+	rule   *rules.Rule
+	reason string
+	err    string
+}
+
+// decide evaluates the stream's active and shadow rules for one event and
+// emits the decision (DESIGN §4 "Decisions"): the action is the most severe of
+// the matched active rules, the score their sum; shadow rules are reported
+// apart and change nothing; a rule that fails is reported in errors.
+func (t *Task) decide(st *rules.Stream, id string, ks *keyState, ts int64, fields map[string]any, entry *seen) {
+	t.cur, t.curTime = ks, ts
+	hits := t.hits[:0]
+	for _, ri := range st.Rules {
+		ok, err := t.ev.When(ri, fields)
+		r := t.rs.Rules[ri]
+		if err != nil {
+			t.stats.RuleErrors++
+			hits = append(hits, hit{rule: r, err: err.Error()})
+			continue
+		}
+		if !ok {
+			continue
+		}
+		reason, err := t.ev.Reason(ri, fields)
+		if err != nil {
+			t.stats.RuleErrors++
+			hits = append(hits, hit{rule: r, err: "reason: " + err.Error()})
+		}
+		hits = append(hits, hit{rule: r, reason: reason})
+	}
+	t.cur = nil
+	t.hits = hits
+	t.stats.Decisions++
+	t.buf = appendDecision(t.buf[:0], id, st.Name, ks.key, ts, hits)
+	if entry != nil && len(hits) > 0 {
+		entry.decision = append([]byte(nil), t.buf...)
+	}
+	t.emit(Output{Kind: KindDecision, Key: id, Value: t.buf})
+}
+
+// reemit sends the stored decision of a repeated id again, unchanged.
+func (t *Task) reemit(st *rules.Stream, id string, s *seen) {
+	t.stats.Decisions++
+	b := s.decision
+	if b == nil {
+		t.buf = appendDecision(t.buf[:0], id, st.Name, s.key, s.time, nil)
+		b = t.buf
+	}
+	t.emit(Output{Kind: KindDecision, Key: id, Value: b})
+}
+
+// appendDecision encodes a decision record of DESIGN §5. Rules are listed in
+// the ruleset's (name) order, which is evaluation order.
+func appendDecision(b []byte, id, streamName, key string, ts int64, hits []hit) []byte {
+	action, score := rules.Allow, 0.0
+	for _, h := range hits {
+		if h.err == "" && h.rule.Mode == rules.Active {
+			action = max(action, h.rule.Action)
+			score += h.rule.Score
+		}
+	}
+	b = appendKind(b, KindDecision)
+	b = appendStr(b, "id", id)
+	b = appendStr(b, "stream", streamName)
+	b = appendStr(b, "key", key)
+	b = appendInt(b, "time", ts)
+	b = appendStr(b, "action", action.String())
+	b = strconv.AppendFloat(appendField(b, "score"), score, 'f', -1, 64)
+	b = appendHits(appendField(b, "rules"), hits, rules.Active)
+	b = appendHits(appendField(b, "shadow"), hits, rules.Shadow)
+	b = append(appendField(b, "errors"), '[')
+	n := 0
+	for _, h := range hits {
+		if h.err == "" {
+			continue
+		}
+		if n++; n > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"rule":`...)
+		b = jsonv.AppendString(b, h.rule.Name)
+		b = appendStr(b, "error", h.err)
+		b = append(b, '}')
+	}
+	return append(b, ']', '}')
+}
+
+// appendHits encodes the matched rules of one mode as a JSON array.
+func appendHits(b []byte, hits []hit, mode rules.Mode) []byte {
+	b = append(b, '[')
+	n := 0
+	for _, h := range hits {
+		if h.err != "" || h.rule.Mode != mode {
+			continue
+		}
+		if n++; n > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"rule":`...)
+		b = jsonv.AppendString(b, h.rule.Name)
+		b = appendStr(b, "action", h.rule.Action.String())
+		b = strconv.AppendFloat(appendField(b, "score"), h.rule.Score, 'f', -1, 64)
+		b = appendStr(b, "reason", h.reason)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}

@@ -1,0 +1,57 @@
+package engine
+
+import "sort"
+
+// history is one key's events of one stream, sorted by event time (arrival
+// order among equal times), for history() in rules. times and values are
+// parallel; values holds the events' field maps, shared, never copied.
+type history struct {
+	times  []int64
+	values []any
+}
+
+// add inserts an event, keeping time order. Events mostly arrive in order, so
+// the search starts from the end.
+func (h *history) add(t int64, v any) {
+	i := len(h.times)
+	for i > 0 && h.times[i-1] > t {
+		i--
+	}
+	h.times = append(h.times, 0)
+	h.values = append(h.values, nil)
+	copy(h.times[i+1:], h.times[i:])
+	copy(h.values[i+1:], h.values[i:])
+	h.times[i], h.values[i] = t, v
+}
+
+// evict drops events older than horizon, and the oldest beyond maxLen; it
+// returns how many it dropped for the cap (overflow, reported in stats).
+func (h *history) evict(horizon int64, maxLen int) (overflow int) {
+	n := sort.Search(len(h.times), func(i int) bool { return h.times[i] >= horizon })
+	if extra := len(h.times) - n - maxLen; extra > 0 {
+		n += extra
+		overflow = extra
+	}
+	if n == 0 {
+		return 0
+	}
+	clear(h.values[:n]) // let the dropped events be collected
+	h.times = h.times[n:]
+	h.values = h.values[n:]
+	if cap(h.times) > 64 && len(h.times) < cap(h.times)/4 {
+		h.times = append([]int64(nil), h.times...)
+		h.values = append([]any(nil), h.values...)
+	}
+	return overflow
+}
+
+// between returns the events with time in [from, to]. The result aliases the
+// store with its capacity clipped, so a caller cannot append into it.
+func (h *history) between(from, to int64) []any {
+	lo := sort.Search(len(h.times), func(i int) bool { return h.times[i] >= from })
+	hi := sort.Search(len(h.times), func(i int) bool { return h.times[i] > to })
+	if lo >= hi {
+		return nil
+	}
+	return h.values[lo:hi:hi]
+}

@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"strconv"
+
+	"github.com/vigil-cep/vigil/internal/jsonv"
+)
+
+// Kind names an output record's kind: the "kind" field of DESIGN §5 and the
+// topic it goes to.
+type Kind uint8
+
+// Output kinds.
+const (
+	KindDecision Kind = iota
+	KindWindow
+	KindLate
+	KindDLQ
+)
+
+func (k Kind) String() string {
+	return [...]string{"decision", "window", "late", "dlq"}[k]
+}
+
+// Output is one record the task emits. Value is the JSON record of DESIGN §5;
+// Key is its Kafka key (the decision id, or the entity key). Both are only
+// valid during the Emit call: a sink that keeps them copies them.
+type Output struct {
+	Kind  Kind
+	Key   string
+	Value []byte
+}
+
+// The encoders below write the records of DESIGN §5 field by field in a fixed
+// order, so that replaying the same input gives the same bytes.
+
+func appendField(dst []byte, name string) []byte {
+	dst = append(dst, ',', '"')
+	dst = append(dst, name...)
+	return append(dst, '"', ':')
+}
+
+func appendInt(dst []byte, name string, v int64) []byte {
+	return strconv.AppendInt(appendField(dst, name), v, 10)
+}
+
+func appendStr(dst []byte, name, v string) []byte {
+	return jsonv.AppendString(appendField(dst, name), v)
+}
+
+func appendRaw(dst []byte, name, raw string) []byte {
+	return append(appendField(dst, name), raw...)
+}
+
+func appendKind(dst []byte, k Kind) []byte {
+	dst = append(dst, `{"kind":"`...)
+	dst = append(dst, k.String()...)
+	return append(dst, '"')
+}

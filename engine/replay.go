@@ -1,0 +1,368 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/vigil-cep/vigil/internal/jsonv"
+	"github.com/vigil-cep/vigil/rules"
+)
+
+// DefaultMaxRecordBytes caps one input line (a record larger than this goes to
+// the DLQ, truncated).
+const DefaultMaxRecordBytes = 1 << 20
+
+// dlqRawBytes is how much of an oversized record its DLQ entry keeps.
+const dlqRawBytes = 1024
+
+// ReplayConfig tunes Replay. The zero value is ready to use.
+type ReplayConfig struct {
+	MaxRecordBytes int // default DefaultMaxRecordBytes
+	Decoders       int // parallel line decoders; default GOMAXPROCS
+	// Progress, when set, is called about once a second with the records
+	// processed so far.
+	Progress func(records int64, elapsed time.Duration)
+}
+
+// Replay runs rs over NDJSON input (DESIGN §5 "Replay") and writes every
+// output record to out, one per line, in processing order. It is the bounded
+// case of streaming: at the end of input the watermark jumps to its maximum
+// and everything fires. The same input gives the same bytes.
+//
+// Lines are read and decoded by a small pipeline (a reader and Decoders
+// workers, each batch handed on in order); one goroutine runs the task. All
+// of them have returned when Replay returns.
+func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer, cfg ReplayConfig) (Stats, error) {
+	if cfg.MaxRecordBytes <= 0 {
+		cfg.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if cfg.Decoders <= 0 {
+		cfg.Decoders = runtime.GOMAXPROCS(0)
+	}
+	w := bufio.NewWriterSize(out, 1<<20)
+	var werr error
+	task, err := NewTask(rs, func(o Output) {
+		if werr != nil {
+			return
+		}
+		w.Write(o.Value)
+		werr = w.WriteByte('\n')
+	})
+	if err != nil {
+		return Stats{}, err
+	}
+	names := make(map[string]int, len(rs.Streams))
+	for i, st := range rs.Streams {
+		names[st.Name] = i
+	}
+
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ordered := make(chan *batch, 2*cfg.Decoders)
+	work := make(chan *batch, 2*cfg.Decoders)
+	var wg sync.WaitGroup
+	var rerr error
+	wg.Go(func() {
+		defer close(ordered)
+		defer close(work)
+		rerr = readBatches(ctx, in, cfg.MaxRecordBytes, func(b *batch) bool {
+			select {
+			case ordered <- b:
+			case <-ctx.Done():
+				return false
+			}
+			select {
+			case work <- b:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
+	})
+	for range cfg.Decoders {
+		wg.Go(func() {
+			for b := range work {
+				b.decode(names, cfg.MaxRecordBytes)
+				close(b.done)
+			}
+		})
+	}
+
+	start, lastReport := time.Now(), time.Now()
+	stopped := false
+	for b := range ordered {
+		if stopped {
+			continue // drain, so that the reader can finish
+		}
+		select {
+		case <-b.done:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			stopped = true
+			continue
+		}
+		for i := range b.items {
+			it := &b.items[i]
+			if it.control {
+				task.RaiseWatermark(it.stream, it.partition, it.watermark)
+				continue
+			}
+			task.Process(&it.rec)
+		}
+		if werr != nil {
+			stopped = true
+			cancel()
+			continue
+		}
+		if cfg.Progress != nil && time.Since(lastReport) >= time.Second {
+			lastReport = time.Now()
+			cfg.Progress(task.stats.Records, time.Since(start))
+		}
+	}
+	cancel()
+	wg.Wait()
+	switch {
+	case parent.Err() != nil:
+		return task.Stats(), parent.Err()
+	case rerr != nil:
+		return task.Stats(), fmt.Errorf("read input: %w", rerr)
+	case werr != nil:
+		return task.Stats(), fmt.Errorf("write output: %w", werr)
+	}
+	task.Finish()
+	if werr == nil {
+		werr = w.Flush()
+	}
+	if werr != nil {
+		return task.Stats(), fmt.Errorf("write output: %w", werr)
+	}
+	return task.Stats(), nil
+}
+
+// batch is a run of input lines, decoded by a worker while the task
+// processes earlier batches.
+type batch struct {
+	text      string
+	ends      []int // end offset of each line in text (exclusive, without '\n')
+	firstLine int64
+	oversized map[int]int // line index -> original length, for lines cut at the cap
+	items     []item
+	done      chan struct{}
+}
+
+// item is one decoded line: a record or a control (watermark) line.
+type item struct {
+	rec       Record
+	control   bool
+	stream    int
+	partition int32
+	watermark int64
+}
+
+const batchBytes = 256 << 10
+
+// readBatches splits in into batches of whole lines. Lines longer than
+// maxRecord are cut (the DLQ keeps their start) instead of being buffered.
+func readBatches(ctx context.Context, in io.Reader, maxRecord int, send func(*batch) bool) error {
+	r := bufio.NewReaderSize(in, 64<<10)
+	var (
+		buf       []byte
+		ends      []int
+		oversized map[int]int
+		line      int64 = 1
+		first     int64 = 1
+	)
+	flush := func() bool {
+		if len(ends) == 0 {
+			return true
+		}
+		b := &batch{text: string(buf), ends: ends, firstLine: first, oversized: oversized, done: make(chan struct{})}
+		buf, ends, oversized, first = buf[:0], nil, nil, line
+		return send(b)
+	}
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		start := len(buf)
+		total := 0
+		var err error
+		for {
+			var part []byte
+			part, err = r.ReadSlice('\n')
+			total += len(part)
+			if room := maxRecord + 1 - (len(buf) - start); room > 0 {
+				buf = append(buf, part[:min(len(part), room)]...)
+			}
+			if err != bufio.ErrBufferFull {
+				break
+			}
+		}
+		if total == 0 && err != nil {
+			flush()
+			return ignoreEOF(err)
+		}
+		n := len(buf) - start
+		if n > 0 && buf[len(buf)-1] == '\n' {
+			buf = buf[:len(buf)-1]
+			total--
+		}
+		if total > maxRecord {
+			if oversized == nil {
+				oversized = make(map[int]int)
+			}
+			oversized[len(ends)] = total
+			buf = buf[:start+min(dlqRawBytes, len(buf)-start)]
+		}
+		ends = append(ends, len(buf))
+		line++
+		if len(buf) >= batchBytes || len(ends) >= 4096 {
+			if !flush() {
+				return nil
+			}
+		}
+		if err != nil {
+			flush()
+			return ignoreEOF(err)
+		}
+	}
+}
+
+func ignoreEOF(err error) error {
+	if err == io.EOF {
+		return nil
+	}
+	return err
+}
+
+// decode parses every line of the batch. It runs on a worker goroutine and
+// touches nothing but the batch.
+func (b *batch) decode(names map[string]int, maxRecord int) {
+	b.items = make([]item, 0, len(b.ends))
+	start := 0
+	for i, end := range b.ends {
+		text := b.text[start:end]
+		start = end
+		lineNo := b.firstLine + int64(i)
+		if n, ok := b.oversized[i]; ok {
+			b.items = append(b.items, item{rec: Record{Stream: -1, Offset: lineNo, Raw: text,
+				Err: fmt.Errorf("record is %d bytes, over the limit of %d; raw holds its first %d", n, maxRecord, len(text))}})
+			continue
+		}
+		if isBlank(text) {
+			continue
+		}
+		b.items = append(b.items, parseLine(text, lineNo, names))
+	}
+}
+
+func isBlank(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ' ', '\t', '\r':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// parseLine reads one replay line: {"stream": s, "value": {...}, "partition": p,
+// "key": k, "timestamp": ms} or a control line {"watermark": ms, "stream": s,
+// "partition": p}.
+func parseLine(text string, lineNo int64, names map[string]int) item {
+	it := item{rec: Record{Stream: -1, Offset: lineNo, Raw: text}, stream: -1, partition: -1}
+	var (
+		haveValue, haveWM, havePart bool
+		part                        float64
+	)
+	bad := func(err error) item {
+		it.rec.Err = err
+		it.rec.Stream = -1
+		it.control = false
+		return it
+	}
+	_, err := jsonv.Object(text, func(key, rest string) (int, error) {
+		switch key {
+		case "stream":
+			v, n, err := jsonv.DecodePrefix(rest)
+			s, ok := v.(string)
+			if err == nil && !ok {
+				err = errors.New(`"stream" must be a string`)
+			}
+			it.rec.StreamName = s
+			return n, err
+		case "value":
+			n, err := jsonv.Skip(rest)
+			it.rec.Value, haveValue = rest[:n], true
+			return n, err
+		case "partition", "timestamp", "watermark":
+			v, n, err := jsonv.DecodePrefix(rest)
+			f, ok := v.(float64)
+			if err == nil && (!ok || f != math.Trunc(f) || math.Abs(f) > 1<<62) {
+				err = fmt.Errorf("%q must be an integer", key)
+			}
+			switch key {
+			case "partition":
+				part, havePart = f, true
+			case "timestamp":
+				it.rec.Timestamp, it.rec.HasTimestamp = int64(f), true
+			case "watermark":
+				it.watermark, haveWM = int64(f), true
+			}
+			return n, err
+		case "key":
+			return jsonv.Skip(rest)
+		}
+		return 0, fmt.Errorf("unknown field %q (want stream, value, partition, key, timestamp or watermark)", key)
+	})
+	if err != nil {
+		return bad(fmt.Errorf("line %d: %w", lineNo, err))
+	}
+	if havePart {
+		if part < 0 || part > math.MaxInt32 {
+			return bad(fmt.Errorf("line %d: partition %v out of range", lineNo, part))
+		}
+		it.rec.Partition, it.partition = int32(part), int32(part)
+	}
+	if it.rec.StreamName != "" {
+		idx, ok := names[it.rec.StreamName]
+		if !ok {
+			return bad(fmt.Errorf("line %d: unknown stream %q", lineNo, it.rec.StreamName))
+		}
+		it.rec.Stream, it.stream = idx, idx
+	}
+	switch {
+	case haveWM && haveValue:
+		return bad(fmt.Errorf("line %d: a line is a record (value) or a control line (watermark), not both", lineNo))
+	case haveWM:
+		if !havePart {
+			it.partition = -1
+		}
+		if it.stream < 0 && havePart {
+			return bad(fmt.Errorf("line %d: a watermark for a partition needs its stream", lineNo))
+		}
+		it.control = true
+		return it
+	case !haveValue:
+		return bad(fmt.Errorf("line %d: missing \"value\"", lineNo))
+	case it.rec.Stream < 0:
+		return bad(fmt.Errorf("line %d: missing \"stream\"", lineNo))
+	}
+	if fields, err := decodeObject(it.rec.Value); err != nil {
+		it.rec.Err = err
+	} else {
+		it.rec.Fields = fields
+	}
+	return it
+}
+

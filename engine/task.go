@@ -1,0 +1,415 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vigil-cep/vigil/internal/jsonv"
+	"github.com/vigil-cep/vigil/rules"
+	"github.com/vigil-cep/vigil/stream"
+	"github.com/vigil-cep/vigil/window"
+)
+
+// Record is one input record as the task receives it, from a Kafka partition or
+// a replay line.
+type Record struct {
+	Stream       int    // index of the stream in the ruleset; -1 if the input named none known
+	StreamName   string // the stream (or topic) the input named, for DLQ records
+	Partition    int32
+	Offset       int64 // Kafka offset, or replay line number
+	Timestamp    int64 // Kafka record timestamp, for streams that take their time from it
+	HasTimestamp bool
+	Value        string         // JSON text of the value
+	Fields       map[string]any // Value decoded, when a decode stage did it already
+	Raw          string         // what a DLQ record echoes: the whole input line, or the value
+	Err          error          // the record could not be read at all: it goes to the DLQ
+}
+
+// Stats counts what a task did. Every input record is accounted for: it is
+// processed, a duplicate, or in the DLQ.
+type Stats struct {
+	Records         int64 `json:"records"`
+	DLQ             int64 `json:"dlq"`
+	Duplicates      int64 `json:"duplicates"`
+	Decisions       int64 `json:"decisions"`
+	WindowResults   int64 `json:"window_results"`
+	Late            int64 `json:"late"`
+	RuleErrors      int64 `json:"rule_errors"`
+	HistoryOverflow int64 `json:"history_overflow"`
+	Keys            int   `json:"keys"`
+	Watermark       int64 `json:"watermark"`
+}
+
+// Task runs a ruleset over the records of one task: partition p of every
+// input (DESIGN §2). It owns its keys' state; it is not safe for concurrent
+// use, and needs not be: one goroutine feeds it and receives its outputs,
+// which emit gets in processing order.
+type Task struct {
+	rs    *rules.Ruleset
+	ev    *rules.Evaluator
+	emit  func(Output)
+	clock stream.Clock
+	vt    *eventClock // non-nil when processing time is the event-time clock
+	wms   *stream.Watermarks
+	wm    int64
+
+	keys      map[string]*keyState
+	seen      []*seenIDs // per stream; nil for streams without ids
+	windows   []*window.Operator
+	fire      []func(window.Result) // per window, built once
+	args      [][]any               // per window, scratch
+	cur       *keyState             // the key whose event is being decided, for history()
+	curTime   int64
+	lastSweep int64
+
+	buf   []byte
+	hits  []hit
+	stats Stats
+}
+
+// keyState is what a task keeps per key. The key string is a copy owned
+// here, so that input buffers are not pinned by map keys.
+type keyState struct {
+	key      string
+	hist     []history // per stream; empty for streams that keep none
+	lastTime int64
+}
+
+// Option configures a Task.
+type Option interface{ apply(*Task) }
+
+type optionFunc func(*Task)
+
+func (f optionFunc) apply(t *Task) { f(t) }
+
+// ProcessingClock makes the task measure idleness and future skew on c (the
+// wall clock in a live service). By default processing time is the largest
+// event time seen, which makes replay deterministic.
+func ProcessingClock(c stream.Clock) Option {
+	return optionFunc(func(t *Task) { t.clock, t.vt = c, nil })
+}
+
+// eventClock is processing time for replay: the largest event time seen.
+type eventClock struct{ now int64 }
+
+func (c *eventClock) Now() int64 { return c.now }
+
+// NewTask builds a task for rs; emit receives every output.
+func NewTask(rs *rules.Ruleset, emit func(Output), opts ...Option) (*Task, error) {
+	vt := &eventClock{now: stream.MinTime}
+	t := &Task{rs: rs, emit: emit, clock: vt, vt: vt, wm: stream.MinTime, keys: make(map[string]*keyState)}
+	for _, o := range opts {
+		o.apply(t)
+	}
+	ev, err := rs.NewEvaluator(t.history)
+	if err != nil {
+		return nil, err
+	}
+	t.ev = ev
+	t.wms = stream.NewWatermarks(t.clock)
+	t.lastSweep = stream.MinTime
+	t.seen = make([]*seenIDs, len(rs.Streams))
+	for i, st := range rs.Streams {
+		if st.HasID {
+			t.seen[i] = newSeenIDs()
+		}
+	}
+	for i, w := range rs.Windows {
+		op, err := window.New(w.Spec, w.Aggs)
+		if err != nil {
+			return nil, fmt.Errorf("window %s: %w", w.Name, err)
+		}
+		t.windows = append(t.windows, op)
+		t.args = append(t.args, make([]any, len(w.Aggs)))
+		t.fire = append(t.fire, func(r window.Result) { t.emitWindow(i, r) })
+	}
+	return t, nil
+}
+
+// Stats returns the task's counters.
+func (t *Task) Stats() Stats {
+	s := t.stats
+	s.Keys = len(t.keys)
+	s.Watermark = t.wm
+	return s
+}
+
+// Watermark returns the task watermark.
+func (t *Task) Watermark() int64 { return t.wm }
+
+// Process handles one input record: decode, deduplicate, keep history, update
+// windows, decide, then move the watermark. A record that cannot be read goes
+// to the DLQ with the reason; processing goes on.
+func (t *Task) Process(rec *Record) {
+	t.stats.Records++
+	if rec.Err != nil {
+		t.dlq(rec, rec.Err.Error())
+		return
+	}
+	if rec.Stream < 0 || rec.Stream >= len(t.rs.Streams) {
+		t.dlq(rec, fmt.Sprintf("unknown stream %q", rec.StreamName))
+		return
+	}
+	st := t.rs.Streams[rec.Stream]
+	fields := rec.Fields
+	if fields == nil {
+		var err error
+		if fields, err = decodeObject(rec.Value); err != nil {
+			t.dlq(rec, err.Error())
+			return
+		}
+	}
+	t.ev.SetRecordTime(rec.Timestamp, rec.HasTimestamp)
+	key, err := t.ev.Key(rec.Stream, fields)
+	if err != nil {
+		t.dlq(rec, err.Error())
+		return
+	}
+	ts, err := t.ev.Time(rec.Stream, fields)
+	if err != nil {
+		t.dlq(rec, err.Error())
+		return
+	}
+	id, hasID, err := t.ev.ID(rec.Stream, fields)
+	if st.HasID && err != nil {
+		t.dlq(rec, err.Error())
+		return
+	}
+	if now := t.clock.Now(); st.MaxFutureSkew > 0 && now != stream.MinTime && ts > stream.AddSat(now, st.MaxFutureSkew) {
+		t.dlq(rec, fmt.Sprintf("event time %s is more than max_future_skew %s ahead of processing time %s",
+			fmtTime(ts), time.Duration(st.MaxFutureSkew)*time.Millisecond, fmtTime(now)))
+		return
+	}
+	in := t.wms.Input(stream.InputID{Stream: rec.Stream, Partition: rec.Partition}, st.Watermark)
+
+	if hasID {
+		if s := t.seen[rec.Stream].get(id); s != nil {
+			t.stats.Duplicates++
+			if st.Decide != rules.DecideNever {
+				t.reemit(st, id, s)
+			}
+			t.observe(in, ts)
+			return
+		}
+	}
+
+	ks := t.keyState(key)
+	ks.lastTime = max(ks.lastTime, ts)
+	if st.Retention > 0 {
+		h := &ks.hist[rec.Stream]
+		h.add(ts, project(fields, st.HistoryFields))
+		t.stats.HistoryOverflow += int64(h.evict(horizon(t.wm, st.Retention), st.MaxHistory))
+	}
+	for _, w := range st.Windows {
+		t.addToWindow(w, ks.key, ts, fields, rec)
+	}
+	var entry *seen
+	if hasID {
+		entry = &seen{key: ks.key, time: ts}
+		t.seen[rec.Stream].put(strings.Clone(id), entry)
+	}
+	if st.Decide != rules.DecideNever {
+		t.decide(st, id, ks, ts, fields, entry)
+	}
+	t.observe(in, ts)
+}
+
+// project reduces an event to what history() readers need: a Row of the
+// fields rules read, or the whole field map when some rule reads events whole.
+func project(fields map[string]any, keep []string) any {
+	if keep == nil {
+		return fields
+	}
+	return stream.NewRow(keep, fields)
+}
+
+func decodeObject(text string) (map[string]any, error) {
+	v, err := jsonv.Decode(text)
+	if err != nil {
+		return nil, fmt.Errorf("value is not JSON: %w", err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("value must be a JSON object, not %s", jsonKind(v))
+	}
+	return m, nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case float64:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	}
+	return "an object"
+}
+
+func fmtTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
+
+// horizon is the oldest event time still kept under retention at watermark wm.
+func horizon(wm, retention int64) int64 {
+	if wm == stream.MinTime {
+		return stream.MinTime
+	}
+	return stream.AddSat(wm, -retention)
+}
+
+func (t *Task) keyState(key string) *keyState {
+	ks, ok := t.keys[key]
+	if !ok {
+		key = strings.Clone(key)
+		ks = &keyState{key: key, hist: make([]history, len(t.rs.Streams)), lastTime: stream.MinTime}
+		t.keys[key] = ks
+	}
+	return ks
+}
+
+func (t *Task) addToWindow(w int, key string, ts int64, fields map[string]any, rec *Record) {
+	args := t.args[w]
+	keep, err := t.ev.WindowArgs(w, fields, args)
+	if err != nil {
+		t.stats.RuleErrors++
+		t.dlq(rec, err.Error())
+		return
+	}
+	if !keep {
+		return
+	}
+	if !t.windows[w].Add(key, ts, args, t.wm, t.fire[w]) {
+		t.emitLate(w, key, ts, rec)
+	}
+	clear(args)
+}
+
+// history serves history() for the event being decided.
+func (t *Task) history(stream int, window int64) []any {
+	if t.cur == nil {
+		return nil
+	}
+	return t.cur.hist[stream].between(horizon(t.curTime, window), t.curTime)
+}
+
+// observe records the event time on its input and moves the watermark.
+func (t *Task) observe(in *stream.Input, ts int64) {
+	t.wms.Observe(in, ts)
+	if t.vt != nil && ts > t.vt.now {
+		t.vt.now = ts
+	}
+	t.advance(t.wms.Current())
+}
+
+// RaiseWatermark applies an explicit watermark: to one input (stream and
+// partition), to every partition of a stream (partition < 0), or to every
+// input, including later ones (stream < 0).
+func (t *Task) RaiseWatermark(streamIdx int, partition int32, wm int64) {
+	switch {
+	case streamIdx < 0:
+		t.wms.RaiseAll(wm)
+	case partition < 0:
+		t.wms.RaiseStream(streamIdx, wm)
+	default:
+		st := t.rs.Streams[streamIdx]
+		t.wms.Raise(t.wms.Input(stream.InputID{Stream: streamIdx, Partition: partition}, st.Watermark), wm)
+	}
+	t.advance(t.wms.Current())
+}
+
+// Finish ends a bounded input: the watermark jumps to its maximum, so every
+// window fires and all state is flushed.
+func (t *Task) Finish() { t.advance(t.wms.Finish()) }
+
+// sweepEvery is how much event time passes between sweeps of idle keys.
+const sweepEvery = 60_000
+
+func (t *Task) advance(wm int64) {
+	if wm <= t.wm {
+		return
+	}
+	t.wm = wm
+	for i, op := range t.windows {
+		op.Advance(wm, t.fire[i])
+	}
+	for i, s := range t.seen {
+		if s != nil {
+			s.expire(horizon(wm, t.rs.Streams[i].IDRetention))
+		}
+	}
+	if wm != stream.MaxTime && (t.lastSweep == stream.MinTime || wm-t.lastSweep >= sweepEvery) {
+		t.lastSweep = wm
+		t.sweep()
+	}
+}
+
+// sweep drops expired history and forgets keys with nothing left, so that
+// memory follows the live keys, not every key ever seen.
+func (t *Task) sweep() {
+	for k, ks := range t.keys {
+		empty := true
+		for i := range ks.hist {
+			st := t.rs.Streams[i]
+			if st.Retention > 0 {
+				t.stats.HistoryOverflow += int64(ks.hist[i].evict(horizon(t.wm, st.Retention), st.MaxHistory))
+			}
+			empty = empty && len(ks.hist[i].times) == 0
+		}
+		if empty && ks.lastTime < t.wm {
+			delete(t.keys, k)
+		}
+	}
+}
+
+func (t *Task) dlq(rec *Record, msg string) {
+	t.stats.DLQ++
+	b := appendKind(t.buf[:0], KindDLQ)
+	b = appendStr(b, "stream", rec.StreamName)
+	b = appendInt(b, "partition", int64(rec.Partition))
+	b = appendInt(b, "offset", rec.Offset)
+	b = appendStr(b, "error", msg)
+	b = appendStr(b, "raw", rec.Raw)
+	t.buf = append(b, '}')
+	t.emit(Output{Kind: KindDLQ, Value: t.buf})
+}
+
+func (t *Task) emitLate(w int, key string, ts int64, rec *Record) {
+	t.stats.Late++
+	win := t.rs.Windows[w]
+	b := appendKind(t.buf[:0], KindLate)
+	b = appendStr(b, "window", win.Name)
+	b = appendStr(b, "stream", t.rs.Streams[win.Stream].Name)
+	b = appendStr(b, "key", key)
+	b = appendInt(b, "time", ts)
+	b = appendRaw(b, "value", rec.Value)
+	t.buf = append(b, '}')
+	t.emit(Output{Kind: KindLate, Key: key, Value: t.buf})
+}
+
+func (t *Task) emitWindow(w int, r window.Result) {
+	t.stats.WindowResults++
+	win := t.rs.Windows[w]
+	b := appendKind(t.buf[:0], KindWindow)
+	b = appendStr(b, "window", win.Name)
+	b = appendStr(b, "key", r.Key)
+	b = appendInt(b, "start", r.Start)
+	b = appendInt(b, "end", r.End)
+	b = append(appendField(b, "values"), '{')
+	for i, a := range win.Aggs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonv.AppendString(b, a.Name)
+		b = jsonv.Append(append(b, ':'), r.Values[i])
+	}
+	b = append(b, '}')
+	b = strconv.AppendBool(appendField(b, "update"), r.Update)
+	t.buf = append(b, '}')
+	t.emit(Output{Kind: KindWindow, Key: r.Key, Value: t.buf})
+}

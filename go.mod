@@ -1,0 +1,12 @@
+module github.com/vigil-cep/vigil
+
+go 1.26.0
+
+require (
+	github.com/cockroachdb/datadriven v1.0.3
+	github.com/expr-lang/expr v1.17.8
+	github.com/google/go-cmp v0.7.0
+	go.yaml.in/yaml/v3 v3.0.6
+)
+
+require github.com/pmezard/go-difflib v1.0.0 // indirect

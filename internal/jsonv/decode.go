@@ -1,0 +1,700 @@
+package jsonv
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// MaxDepth is the deepest nesting of arrays and objects Decode accepts.
+const MaxDepth = 128
+
+// SyntaxError reports where and why a text is not JSON. Offset is a byte offset into the input.
+type SyntaxError struct {
+	Offset int    // byte offset of the offending byte, or the input length for a text that ends too early
+	Msg    string // what is wrong, without the offset
+}
+
+// Error returns the message with its offset, such as
+// "invalid JSON at offset 12: expected ':' after object key".
+func (e *SyntaxError) Error() string {
+	return "invalid JSON at offset " + strconv.Itoa(e.Offset) + ": " + e.Msg
+}
+
+// Messages of SyntaxError. They are constants so that reporting an error
+// allocates only the error itself.
+const (
+	msgEOF         = "unexpected end of input"
+	msgValue       = "expected value"
+	msgTrailing    = "unexpected data after top-level value"
+	msgKey         = "expected string for object key"
+	msgColon       = "expected ':' after object key"
+	msgObjectSep   = "expected ',' or '}' after object member"
+	msgArraySep    = "expected ',' or ']' after array element"
+	msgDepth       = "nesting deeper than MaxDepth (128)"
+	msgLiteral     = "invalid literal"
+	msgControl     = "control character in string"
+	msgEscape      = "invalid escape sequence in string"
+	msgHex         = "invalid hex digit in \\u escape"
+	msgDigit       = "expected digit in number"
+	msgRange       = "number out of range of float64"
+	msgObjectStart = "expected '{' at start of object"
+)
+
+func syntaxError(off int, msg string) *SyntaxError {
+	return &SyntaxError{Offset: off, Msg: msg}
+}
+
+// expected reports that s[i] is not what msg says was expected, or that s
+// ended before it.
+func expected(s string, i int, msg string) *SyntaxError {
+	if i >= len(s) {
+		return syntaxError(len(s), msgEOF)
+	}
+	return syntaxError(i, msg)
+}
+
+// Byte classes.
+var (
+	// isSpace holds the JSON whitespace bytes.
+	isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
+	// plainASCII holds the bytes that stand for themselves in a string and
+	// need no UTF-8 check: printable ASCII except '"' and '\\'.
+	plainASCII [256]bool
+	// plainSkip holds the bytes a string may contain unescaped, for
+	// validation only: all but '"', '\\' and control characters.
+	plainSkip [256]bool
+	// hexVal maps hex digits to their value and other bytes to -1.
+	hexVal [256]int8
+)
+
+func init() {
+	for c := range 256 {
+		plainSkip[c] = c >= 0x20 && c != '"' && c != '\\'
+		plainASCII[c] = plainSkip[c] && c < utf8.RuneSelf
+		hexVal[c] = -1
+	}
+	for c := '0'; c <= '9'; c++ {
+		hexVal[c] = int8(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		hexVal[c] = int8(c - 'a' + 10)
+		hexVal[c-'a'+'A'] = int8(c - 'a' + 10)
+	}
+}
+
+func skipSpace(s string, i int) int {
+	for i < len(s) && isSpace[s[i]] {
+		i++
+	}
+	return i
+}
+
+// kv is a decoded object member waiting on the decoder's stack.
+type kv struct {
+	k string
+	v any
+}
+
+// decoder holds the state of one Decode or DecodePrefix call. Its stacks
+// collect the elements of the arrays and objects being decoded, so that each
+// []any and map[string]any is allocated once at its final size. Entries past
+// the length of a stack are always zero, so a pooled decoder holds no
+// references into old inputs.
+type decoder struct {
+	s     string
+	depth int
+	elems []any
+	kvs   []kv
+	buf   []byte // scratch for unescaping strings
+}
+
+var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
+
+// maxPooledStack bounds the scratch a pooled decoder keeps, so one huge input
+// does not pin memory for good.
+const maxPooledStack = 1 << 12
+
+func decodePrefix(s string) (any, int, error) {
+	d := decoderPool.Get().(*decoder)
+	d.s = s
+	v, n, err := d.value(skipSpace(s, 0))
+	if err != nil {
+		// The error unwound past the frames that pop the stacks.
+		clear(d.elems)
+		clear(d.kvs)
+		d.elems, d.kvs, d.depth = d.elems[:0], d.kvs[:0], 0
+		v, n = nil, 0
+	}
+	d.s = ""
+	if cap(d.elems) <= maxPooledStack && cap(d.kvs) <= maxPooledStack && cap(d.buf) <= 16*maxPooledStack {
+		decoderPool.Put(d)
+	}
+	return v, n, err
+}
+
+// Decode decodes s, which must hold exactly one JSON value (surrounding whitespace allowed).
+// Strings without escape sequences are substrings of s (no copy), so callers pass a string they keep.
+// An error is a *SyntaxError.
+func Decode(s string) (any, error) {
+	v, n, err := decodePrefix(s)
+	if err != nil {
+		return nil, err
+	}
+	if n = skipSpace(s, n); n < len(s) {
+		return nil, syntaxError(n, msgTrailing)
+	}
+	return v, nil
+}
+
+// DecodePrefix decodes the first JSON value in s (after leading whitespace) and returns it with the number of bytes consumed (up to the end of the value).
+// Whatever follows the value is not examined, except that a number ends at
+// the first byte that cannot continue it: "12]" yields 12 and n == 2. On error
+// n is 0 and err is a *SyntaxError.
+func DecodePrefix(s string) (v any, n int, err error) {
+	return decodePrefix(s)
+}
+
+// Skip validates the first JSON value in s without building it and returns the bytes consumed (like DecodePrefix).
+// It accepts and rejects exactly what DecodePrefix does, including numbers out
+// of range of float64 and nesting deeper than MaxDepth, and allocates only for
+// an error.
+func Skip(s string) (n int, err error) {
+	n, err = skipValue(s, skipSpace(s, 0), 0)
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// Object calls fn for each member of the JSON object at the start of s (after whitespace), in order, with the decoded key and the text that starts at the member's value; fn returns how many bytes of that text the value occupies (it typically calls DecodePrefix or Skip on it) or an error, which Object returns. Object returns the bytes consumed up to the closing brace. A non-object is a *SyntaxError.
+//
+// rest starts at the first byte of the value (whitespace after the colon is
+// skipped) and runs to the end of s. An error from fn is returned unchanged, so
+// the offset of a *SyntaxError from DecodePrefix(rest) is relative to rest.
+// fn is called for every member, duplicates included, before the text after
+// the member is checked, so a syntax error late in the object surfaces only
+// after fn has seen the members before it. A count outside [1, len(rest)] is an
+// error. On error n is 0.
+func Object(s string, fn func(key, rest string) (int, error)) (n int, err error) {
+	i := skipSpace(s, 0)
+	if i >= len(s) || s[i] != '{' {
+		return 0, expected(s, i, msgObjectStart)
+	}
+	d := decoder{s: s}
+	i = skipSpace(s, i+1)
+	if i < len(s) && s[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(s) || s[i] != '"' {
+			return 0, expected(s, i, msgKey)
+		}
+		key, j, err := d.str(i)
+		if err != nil {
+			return 0, err
+		}
+		if i = skipSpace(s, j); i >= len(s) || s[i] != ':' {
+			return 0, expected(s, i, msgColon)
+		}
+		if i = skipSpace(s, i+1); i >= len(s) {
+			return 0, syntaxError(len(s), msgEOF)
+		}
+		m, err := fn(key, s[i:])
+		if err != nil {
+			return 0, err
+		}
+		if m < 1 || m > len(s)-i {
+			return 0, fmt.Errorf("jsonv: Object callback for key %q returned %d, outside [1, %d]", key, m, len(s)-i)
+		}
+		i = skipSpace(s, i+m)
+		if i < len(s) && s[i] == ',' {
+			i = skipSpace(s, i+1)
+			continue
+		}
+		if i < len(s) && s[i] == '}' {
+			return i + 1, nil
+		}
+		return 0, expected(s, i, msgObjectSep)
+	}
+}
+
+// value decodes the value at s[i] and returns it with the offset just past
+// it. s[i] is not whitespace.
+func (d *decoder) value(i int) (any, int, error) {
+	s := d.s
+	if i >= len(s) {
+		return nil, 0, syntaxError(len(s), msgEOF)
+	}
+	switch c := s[i]; c {
+	case '"':
+		str, j, err := d.str(i)
+		if err != nil {
+			return nil, 0, err
+		}
+		return str, j, nil
+	case '{':
+		return d.object(i)
+	case '[':
+		return d.array(i)
+	case 't':
+		j, err := literal(s, i, "true")
+		return true, j, err
+	case 'f':
+		j, err := literal(s, i, "false")
+		return false, j, err
+	case 'n':
+		j, err := literal(s, i, "null")
+		return nil, j, err
+	default:
+		if c != '-' && (c < '0' || c > '9') {
+			return nil, 0, syntaxError(i, msgValue)
+		}
+		f, j, err := number(s, i)
+		if err != nil {
+			return nil, 0, err
+		}
+		return f, j, nil
+	}
+}
+
+// object decodes the object at s[i] == '{'.
+func (d *decoder) object(i int) (any, int, error) {
+	if d.depth >= MaxDepth {
+		return nil, 0, syntaxError(i, msgDepth)
+	}
+	d.depth++
+	s := d.s
+	i = skipSpace(s, i+1)
+	if i < len(s) && s[i] == '}' {
+		d.depth--
+		return map[string]any{}, i + 1, nil
+	}
+	base := len(d.kvs)
+	for {
+		if i >= len(s) || s[i] != '"' {
+			return nil, 0, expected(s, i, msgKey)
+		}
+		k, j, err := d.str(i)
+		if err != nil {
+			return nil, 0, err
+		}
+		if i = skipSpace(s, j); i >= len(s) || s[i] != ':' {
+			return nil, 0, expected(s, i, msgColon)
+		}
+		v, j, err := d.value(skipSpace(s, i+1))
+		if err != nil {
+			return nil, 0, err
+		}
+		d.kvs = append(d.kvs, kv{k, v})
+		if i = skipSpace(s, j); i < len(s) && s[i] == ',' {
+			i = skipSpace(s, i+1)
+			continue
+		}
+		if i < len(s) && s[i] == '}' {
+			break
+		}
+		return nil, 0, expected(s, i, msgObjectSep)
+	}
+	members := d.kvs[base:]
+	m := make(map[string]any, len(members))
+	for _, e := range members {
+		m[e.k] = e.v
+	}
+	clear(members)
+	d.kvs = d.kvs[:base]
+	d.depth--
+	return m, i + 1, nil
+}
+
+// array decodes the array at s[i] == '['.
+func (d *decoder) array(i int) (any, int, error) {
+	if d.depth >= MaxDepth {
+		return nil, 0, syntaxError(i, msgDepth)
+	}
+	d.depth++
+	s := d.s
+	i = skipSpace(s, i+1)
+	if i < len(s) && s[i] == ']' {
+		d.depth--
+		return []any{}, i + 1, nil
+	}
+	base := len(d.elems)
+	for {
+		v, j, err := d.value(i)
+		if err != nil {
+			return nil, 0, err
+		}
+		d.elems = append(d.elems, v)
+		if i = skipSpace(s, j); i < len(s) && s[i] == ',' {
+			i = skipSpace(s, i+1)
+			continue
+		}
+		if i < len(s) && s[i] == ']' {
+			break
+		}
+		return nil, 0, expected(s, i, msgArraySep)
+	}
+	elems := d.elems[base:]
+	a := make([]any, len(elems))
+	copy(a, elems)
+	clear(elems)
+	d.elems = d.elems[:base]
+	d.depth--
+	return a, i + 1, nil
+}
+
+// literal checks that s[i:] starts with lit and returns the offset past it.
+func literal(s string, i int, lit string) (int, error) {
+	for k := 0; k < len(lit); k++ {
+		if i+k >= len(s) {
+			return 0, syntaxError(len(s), msgEOF)
+		}
+		if s[i+k] != lit[k] {
+			return 0, syntaxError(i+k, msgLiteral)
+		}
+	}
+	return i + len(lit), nil
+}
+
+// str decodes the string literal at s[i] == '"' and returns it with the
+// offset past its closing quote.
+func (d *decoder) str(i int) (string, int, error) {
+	s := d.s
+	j := i + 1
+	for j < len(s) && plainASCII[s[j]] {
+		j++
+	}
+	if j < len(s) && s[j] == '"' {
+		return s[i+1 : j], j + 1, nil
+	}
+	return d.strSlow(i, j)
+}
+
+// strSlow continues str at s[j], the first byte that is not plain ASCII.
+func (d *decoder) strSlow(i, j int) (string, int, error) {
+	s := d.s
+	// While the text needs no change, the result is a substring of s.
+	for {
+		if j >= len(s) {
+			return "", 0, syntaxError(len(s), msgEOF)
+		}
+		c := s[j]
+		if plainASCII[c] {
+			j++
+			continue
+		}
+		if c == '"' {
+			return s[i+1 : j], j + 1, nil
+		}
+		if c == '\\' {
+			break
+		}
+		if c < 0x20 {
+			return "", 0, syntaxError(j, msgControl)
+		}
+		r, size := utf8.DecodeRuneInString(s[j:])
+		if r == utf8.RuneError && size == 1 {
+			break
+		}
+		j += size
+	}
+	b := append(d.buf[:0], s[i+1:j]...)
+	for {
+		if j >= len(s) {
+			return "", 0, syntaxError(len(s), msgEOF)
+		}
+		c := s[j]
+		if plainASCII[c] {
+			k := j + 1
+			for k < len(s) && plainASCII[s[k]] {
+				k++
+			}
+			b = append(b, s[j:k]...)
+			j = k
+			continue
+		}
+		if c == '"' {
+			d.buf = b
+			return string(b), j + 1, nil
+		}
+		if c < 0x20 {
+			return "", 0, syntaxError(j, msgControl)
+		}
+		if c != '\\' {
+			r, size := utf8.DecodeRuneInString(s[j:])
+			if r == utf8.RuneError && size == 1 {
+				b = utf8.AppendRune(b, utf8.RuneError)
+			} else {
+				b = append(b, s[j:j+size]...)
+			}
+			j += size
+			continue
+		}
+		r, n, err := unescape(s, j)
+		if err != nil {
+			return "", 0, err
+		}
+		j += n
+		if utf16.IsSurrogate(r) {
+			// As encoding/json: a high surrogate escape followed by a low
+			// surrogate escape is one code point; any other surrogate is
+			// U+FFFD, and what follows it is decoded on its own.
+			hi := r
+			r = utf8.RuneError
+			if j+1 < len(s) && s[j] == '\\' && s[j+1] == 'u' {
+				if lo, n, err := unescape(s, j); err == nil {
+					if pair := utf16.DecodeRune(hi, lo); pair != utf8.RuneError {
+						r = pair
+						j += n
+					}
+				}
+			}
+		}
+		b = utf8.AppendRune(b, r)
+	}
+}
+
+// unescape decodes the escape sequence at s[j] == '\\' and returns the code
+// unit it stands for and its length in bytes.
+func unescape(s string, j int) (rune, int, error) {
+	if j+1 >= len(s) {
+		return 0, 0, syntaxError(len(s), msgEOF)
+	}
+	switch s[j+1] {
+	case '"', '\\', '/':
+		return rune(s[j+1]), 2, nil
+	case 'b':
+		return '\b', 2, nil
+	case 'f':
+		return '\f', 2, nil
+	case 'n':
+		return '\n', 2, nil
+	case 'r':
+		return '\r', 2, nil
+	case 't':
+		return '\t', 2, nil
+	case 'u':
+		var r rune
+		for k := j + 2; k < j+6; k++ {
+			if k >= len(s) {
+				return 0, 0, syntaxError(len(s), msgEOF)
+			}
+			h := hexVal[s[k]]
+			if h < 0 {
+				return 0, 0, syntaxError(k, msgHex)
+			}
+			r = r<<4 | rune(h)
+		}
+		return r, 6, nil
+	}
+	return 0, 0, syntaxError(j+1, msgEscape)
+}
+
+// pow10 holds the powers of ten that float64 represents exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// number decodes the number at s[i] and returns it with the offset past it.
+func number(s string, i int) (float64, int, error) {
+	end, f, exact, err := scanNumber(s, i)
+	if err != nil || exact {
+		return f, end, err
+	}
+	f, err = strconv.ParseFloat(s[i:end], 64)
+	if err != nil {
+		// The text is a valid number, so the only failure is overflow,
+		// which encoding/json rejects too.
+		return 0, 0, syntaxError(i, msgRange)
+	}
+	return f, end, nil
+}
+
+// scanNumber checks the number grammar at s[i] and returns the offset past
+// the number. When the value can be computed exactly with one
+// floating-point operation (digits that fit in 53 bits, a power of ten up to
+// 1e22), which is then the correctly rounded result ParseFloat would return,
+// it returns that value and exact == true.
+func scanNumber(s string, i int) (end int, f float64, exact bool, err error) {
+	neg := i < len(s) && s[i] == '-'
+	if neg {
+		i++
+	}
+	if i >= len(s) {
+		return 0, 0, false, syntaxError(len(s), msgEOF)
+	}
+	var mant uint64 // the digits, meaningful while nd <= 19
+	nd := 0         // significant digits seen, leading zeros excepted
+	switch c := s[i]; {
+	case c == '0':
+		i++
+	case c >= '1' && c <= '9':
+		for ; i < len(s) && s[i]-'0' < 10; i++ {
+			mant = mant*10 + uint64(s[i]-'0')
+			nd++
+		}
+	default:
+		return 0, 0, false, syntaxError(i, msgDigit)
+	}
+	exp := 0
+	if i < len(s) && s[i] == '.' {
+		i++
+		start := i
+		for ; i < len(s) && s[i]-'0' < 10; i++ {
+			mant = mant*10 + uint64(s[i]-'0')
+		}
+		if i == start {
+			return 0, 0, false, expected(s, i, msgDigit)
+		}
+		nd += i - start
+		exp = start - i
+	}
+	if i < len(s) && s[i]|0x20 == 'e' {
+		i++
+		eneg := false
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			eneg = s[i] == '-'
+			i++
+		}
+		start := i
+		e := 0
+		for ; i < len(s) && s[i]-'0' < 10; i++ {
+			if e < 1e6 {
+				e = e*10 + int(s[i]-'0')
+			}
+		}
+		if i == start {
+			return 0, 0, false, expected(s, i, msgDigit)
+		}
+		if eneg {
+			e = -e
+		}
+		exp += e
+	}
+	if nd > 19 || mant > 1<<53 || exp < -22 || exp > 22 {
+		return i, 0, false, nil
+	}
+	f = float64(mant)
+	if exp < 0 {
+		f /= pow10[-exp]
+	} else {
+		f *= pow10[exp]
+	}
+	if neg {
+		f = -f
+	}
+	return i, f, true, nil
+}
+
+// skipValue validates the value at s[i] at nesting depth depth and returns
+// the offset past it.
+func skipValue(s string, i, depth int) (int, error) {
+	if i >= len(s) {
+		return 0, syntaxError(len(s), msgEOF)
+	}
+	switch c := s[i]; c {
+	case '"':
+		return skipString(s, i)
+	case '{':
+		return skipObject(s, i, depth)
+	case '[':
+		return skipArray(s, i, depth)
+	case 't':
+		return literal(s, i, "true")
+	case 'f':
+		return literal(s, i, "false")
+	case 'n':
+		return literal(s, i, "null")
+	default:
+		if c != '-' && (c < '0' || c > '9') {
+			return 0, syntaxError(i, msgValue)
+		}
+		_, j, err := number(s, i)
+		return j, err
+	}
+}
+
+func skipObject(s string, i, depth int) (int, error) {
+	if depth >= MaxDepth {
+		return 0, syntaxError(i, msgDepth)
+	}
+	i = skipSpace(s, i+1)
+	if i < len(s) && s[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(s) || s[i] != '"' {
+			return 0, expected(s, i, msgKey)
+		}
+		j, err := skipString(s, i)
+		if err != nil {
+			return 0, err
+		}
+		if i = skipSpace(s, j); i >= len(s) || s[i] != ':' {
+			return 0, expected(s, i, msgColon)
+		}
+		if j, err = skipValue(s, skipSpace(s, i+1), depth+1); err != nil {
+			return 0, err
+		}
+		if i = skipSpace(s, j); i < len(s) && s[i] == ',' {
+			i = skipSpace(s, i+1)
+			continue
+		}
+		if i < len(s) && s[i] == '}' {
+			return i + 1, nil
+		}
+		return 0, expected(s, i, msgObjectSep)
+	}
+}
+
+func skipArray(s string, i, depth int) (int, error) {
+	if depth >= MaxDepth {
+		return 0, syntaxError(i, msgDepth)
+	}
+	i = skipSpace(s, i+1)
+	if i < len(s) && s[i] == ']' {
+		return i + 1, nil
+	}
+	for {
+		j, err := skipValue(s, i, depth+1)
+		if err != nil {
+			return 0, err
+		}
+		if i = skipSpace(s, j); i < len(s) && s[i] == ',' {
+			i = skipSpace(s, i+1)
+			continue
+		}
+		if i < len(s) && s[i] == ']' {
+			return i + 1, nil
+		}
+		return 0, expected(s, i, msgArraySep)
+	}
+}
+
+// skipString validates the string literal at s[i] == '"' and returns the
+// offset past its closing quote.
+func skipString(s string, i int) (int, error) {
+	j := i + 1
+	for {
+		for j < len(s) && plainSkip[s[j]] {
+			j++
+		}
+		if j >= len(s) {
+			return 0, syntaxError(len(s), msgEOF)
+		}
+		switch s[j] {
+		case '"':
+			return j + 1, nil
+		case '\\':
+			_, n, err := unescape(s, j)
+			if err != nil {
+				return 0, err
+			}
+			j += n
+		default:
+			return 0, syntaxError(j, msgControl)
+		}
+	}
+}

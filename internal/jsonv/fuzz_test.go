@@ -1,0 +1,222 @@
+package jsonv
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// decodeSeeds are interesting inputs for the fuzzers.
+var decodeSeeds = []string{
+	typicalRecord,
+	``, ` `, `null`, `true`, `false`, `nul`, `tru`, `nulll`,
+	`0`, `-0`, `-`, `01`, `1.`, `.1`, `1e5`, `1E-5`, `1e+5`, `1e`, `-1.5e-300`, `0.1`, `1e400`, `-1e400`, `1e-400`,
+	`123456789012345678901234567890`, `9007199254740993`, `1.7976931348623157e308`, `1.7976931348623159e308`,
+	`0.30000000000000004`, `1e23`, `8.98846567431158e307`, `2.2250738585072011e-308`, `1e22`, `1e-22`,
+	`""`, `"abc"`, `"a\"b\\c\/d\be\ff\ng\rh\ti"`, `"\u00e9"`, `"\ud83d\ude00"`, `"\ud800"`, `"\udc00"`,
+	`"\ud800\ud800\udc00"`, `"\ud800\u0041"`, `"\ud800\u12"`, `"\u12G4"`, `"\x"`, `"\'"`, `"\`,
+	"\"\xff\"", "\"\xed\xa0\x80\"", "\"\xef\xbf\xbd\"", "\"\xe2\x82\"", "\"\t\"", "\"\x7f\"", "\"\u2028\"",
+	`[]`, `[1,2,3]`, `[1,]`, `[,1]`, `[1 2]`, `[`, `]`, `[[[]]]`, `{}`, `{"a":1}`, `{"a":1,}`, `{"a"}`,
+	`{"a":1,"a":2}`, `{"\u0061":1,"a":2}`, "{\"\xff\":1,\"\xfe\":2}", `{1:2}`, `{"a":{"b":[{"c":null}]}}`,
+	" \t\r\n[ 1 , { \"a\" : [ ] } ] \t\r\n", "\v1", "\uFEFF1", `1 2`, `[1] x`, `NaN`, `Infinity`,
+	strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth),
+	strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1),
+	strings.Repeat(`{"a":`, MaxDepth+1) + "1" + strings.Repeat("}", MaxDepth+1),
+}
+
+// FuzzDecode checks Decode against encoding/json: the same inputs are
+// accepted, to equal values, apart from nesting deeper than MaxDepth, which
+// only Decode rejects. It also checks that DecodePrefix, Skip and Object
+// agree with Decode, and that Append encodes what Decode returns as
+// encoding/json does.
+func FuzzDecode(f *testing.F) {
+	for _, s := range decodeSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := Decode(s)
+		var want any
+		wantErr := json.Unmarshal([]byte(s), &want)
+
+		var se *SyntaxError
+		if err != nil && (!errors.As(err, &se) || se.Offset < 0 || se.Offset > len(s)) {
+			t.Fatalf("Decode(%q) error %#v is not a *SyntaxError within the input", s, err)
+		}
+		switch {
+		case err != nil && se.Msg == msgDepth:
+			checkTooDeep(t, s, se.Offset)
+		case (err == nil) != (wantErr == nil):
+			t.Fatalf("Decode(%q) error = %v, encoding/json error = %v", s, err, wantErr)
+		case err == nil:
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("Decode(%q) mismatch (-encoding/json +jsonv):\n%s", s, diff)
+			}
+			// cmp treats -0 and 0 as equal; their encodings differ.
+			wantJSON, werr := stdEncode(want)
+			if werr != nil {
+				t.Fatalf("encoding/json cannot encode its own result for %q: %v", s, werr)
+			}
+			if gotJSON := string(Append(nil, got)); gotJSON != wantJSON {
+				t.Fatalf("Append(Decode(%q)) = %s, encoding/json: %s", s, gotJSON, wantJSON)
+			}
+		}
+
+		// DecodePrefix and Skip see the same value, or fail the same way.
+		pv, pn, perr := DecodePrefix(s)
+		sn, serr := Skip(s)
+		if !sameError(perr, serr) || pn != sn {
+			t.Fatalf("DecodePrefix(%q) = %d, %v; Skip = %d, %v", s, pn, perr, sn, serr)
+		}
+		if err == nil {
+			if perr != nil || pn != len(strings.TrimRight(s, " \t\r\n")) {
+				t.Fatalf("DecodePrefix(%q) = %d, %v after Decode succeeded", s, pn, perr)
+			}
+			if diff := cmp.Diff(got, pv); diff != "" {
+				t.Fatalf("DecodePrefix(%q) mismatch (-Decode +DecodePrefix):\n%s", s, diff)
+			}
+		} else if se.Msg == msgTrailing {
+			if perr != nil {
+				t.Fatalf("DecodePrefix(%q) = %v, but Decode found only trailing data", s, perr)
+			}
+		} else if !sameError(err, perr) {
+			t.Fatalf("DecodePrefix(%q) error = %v, Decode error = %v", s, perr, err)
+		}
+
+		// Object, decoding each member with DecodePrefix, rebuilds the map.
+		if m, ok := pv.(map[string]any); ok && perr == nil {
+			rebuilt := map[string]any{}
+			on, oerr := Object(s, func(key, rest string) (int, error) {
+				v, n, err := DecodePrefix(rest)
+				rebuilt[key] = v
+				return n, err
+			})
+			if oerr != nil || on != pn {
+				t.Fatalf("Object(%q) = %d, %v; DecodePrefix consumed %d", s, on, oerr, pn)
+			}
+			if diff := cmp.Diff(m, rebuilt); diff != "" {
+				t.Fatalf("Object(%q) mismatch (-DecodePrefix +Object):\n%s", s, diff)
+			}
+		}
+	})
+}
+
+// checkTooDeep checks a depth error at s[off]: encoding/json's tokenizer
+// must read s[:off+1] as a valid prefix that opens MaxDepth+1 levels.
+func checkTooDeep(t *testing.T, s string, off int) {
+	t.Helper()
+	if off >= len(s) || (s[off] != '[' && s[off] != '{') {
+		t.Fatalf("Decode(%q) reports nesting at offset %d, not at a bracket", s, off)
+	}
+	dec := json.NewDecoder(strings.NewReader(s[:off+1]))
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		switch tok {
+		case json.Delim('['), json.Delim('{'):
+			depth++
+		case json.Delim(']'), json.Delim('}'):
+			depth--
+		}
+	}
+	if depth != MaxDepth+1 || dec.InputOffset() != int64(off+1) {
+		t.Fatalf("Decode(%q) reports nesting at offset %d, encoding/json reads depth %d up to %d", s, off, depth, dec.InputOffset())
+	}
+}
+
+func sameError(a, b error) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Error() == b.Error()
+}
+
+// FuzzAppend checks Append and AppendString against encoding/json for
+// strings (valid UTF-8 or not), numbers of every kind, and the values Decode
+// returns, and checks that the output decodes back to an equal value with
+// map keys in sorted order.
+func FuzzAppend(f *testing.F) {
+	for i, s := range decodeSeeds {
+		f.Add(s, s, float64(i)*1.5, float32(i)/3, int64(-i), uint64(i)<<60)
+	}
+	f.Add(`{"b":1,"a":{"d":[],"c":"<>&"}}`, "\u2028\u2029<>&\x00\x1f", 1e21, float32(1e-7), int64(math.MinInt64), uint64(math.MaxUint64))
+	f.Add(`[1e-7,1e21,-0,5e-324]`, "\xff\xfe\xed\xa0\x80", math.SmallestNonzeroFloat64, float32(math.MaxFloat32), int64(math.MaxInt64), uint64(0))
+	f.Add(`{}`, "", math.NaN(), float32(math.Inf(-1)), int64(0), uint64(1))
+	f.Fuzz(func(t *testing.T, data, s string, x float64, y float32, i int64, u uint64) {
+		check := func(v any, wantValue any) {
+			t.Helper()
+			got := Append(nil, v)
+			want, err := stdEncode(v)
+			if err != nil {
+				t.Fatalf("encoding/json cannot encode %#v: %v", v, err)
+			}
+			if string(got) != want {
+				t.Fatalf("Append(%#v) = %s, encoding/json: %s", v, got, want)
+			}
+			back, err := Decode(string(got))
+			if err != nil {
+				t.Fatalf("Decode(Append(%#v)) = %v", v, err)
+			}
+			var stdBack any
+			if err := json.Unmarshal(got, &stdBack); err != nil {
+				t.Fatalf("encoding/json rejects Append(%#v) = %s: %v", v, got, err)
+			}
+			if diff := cmp.Diff(wantValue, back); diff != "" {
+				t.Fatalf("Decode(Append(%#v)) mismatch (-want +got):\n%s", v, diff)
+			}
+			if diff := cmp.Diff(stdBack, back); diff != "" {
+				t.Fatalf("Append(%#v) decodes differently (-encoding/json +jsonv):\n%s", v, diff)
+			}
+			checkSortedKeys(t, got)
+		}
+
+		if got, want := string(AppendString(nil, s)), string(Append(nil, s)); got != want {
+			t.Fatalf("AppendString(%q) = %s, Append = %s", s, got, want)
+		}
+		// Each invalid byte comes back as U+FFFD, as converting to []rune does.
+		fixed := string([]rune(s))
+		check(s, fixed)
+
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			if got := string(Append(nil, x)); got != "null" {
+				t.Fatalf("Append(%v) = %s, want null", x, got)
+			}
+		} else {
+			check(x, x)
+			check(map[string]float64{s: x}, map[string]any{fixed: x})
+		}
+		if math.IsNaN(float64(y)) || math.IsInf(float64(y), 0) {
+			if got := string(Append(nil, y)); got != "null" {
+				t.Fatalf("Append(%v) = %s, want null", y, got)
+			}
+		} else {
+			check(y, float64(y))
+		}
+		for _, n := range []any{i, int(i), int8(i), int16(i), int32(i), u, uint(u), uint8(u), uint16(u), uint32(u), uintptr(u)} {
+			// Integers beyond 2^53 do not survive the float64 round trip;
+			// compare with encoding/json's decoding of its own output.
+			want, _ := stdEncode(n)
+			var wantValue any
+			_ = json.Unmarshal([]byte(want), &wantValue)
+			check(n, wantValue)
+		}
+		check(map[string]int64{s: i, "k": -i}, map[string]any{fixed: float64(i), "k": float64(-i)})
+		check([]string{s, data}, []any{fixed, string([]rune(data))})
+
+		v, err := Decode(data)
+		if err != nil {
+			return
+		}
+		check(v, v)
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			x = 0
+		}
+		check(map[string]any{s: v, "x": []any{v, x}}, map[string]any{fixed: v, "x": []any{v, x}})
+	})
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package jsonv
+
+const raceEnabled = true

@@ -1,0 +1,29 @@
+// Package workload generates the synthetic fraud workload behind `vigil gen`:
+// NDJSON in Vigil's replay input format (DESIGN §5), one record a line,
+//
+//	{"stream":"transactions","value":{"tx_id":"t0000001","user_id":"u000042",...}}
+//
+// over three streams (transactions, logins, devices), with planted fraud cases
+// that the example ruleset (examples/fraud.yaml) must flag.
+//
+// Invariants:
+//
+//   - Deterministic: the output is a pure function of the Config. All randomness
+//     comes from one PCG seeded from Config.Seed, drawn in a fixed order; a user's
+//     stable traits (home country, IPs, devices, cards, spending level) are hashed
+//     from the seed and the user's index, so no per-user table is kept. Nothing
+//     reads the clock or iterates a map.
+//   - Exactly Config.Events lines are written.
+//   - Every event is generated in event-time order; an event chosen to be late is
+//     held back and written at most MaxDelay ms of event time after its own time.
+//     Hence no line's time is more than MaxDelay behind the largest time written
+//     before it on its stream (there is one partition, 0).
+//   - A duplicate is a byte-identical copy of an earlier transaction line (same
+//     tx_id, same value), written at most MaxDelay ms of event time after the
+//     transaction's time.
+//   - Planted fraud events are never late and never duplicated, so a ruleset that
+//     decides transactions on arrival sees each planted case whole, in order.
+//
+// Generate is not safe to call concurrently on the same io.Writer; separate calls
+// share no state.
+package workload

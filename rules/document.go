@@ -1,0 +1,136 @@
+package rules
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Document is a ruleset as written: the YAML or JSON object of DESIGN §5,
+// decoded but not yet compiled. It remembers where each item sits in the source
+// so that compile errors carry positions. The REST API (later) reads and writes
+// the same item types.
+type Document struct {
+	Streams map[string]*StreamSpec `yaml:"streams" json:"streams,omitempty"`
+	Windows map[string]*WindowSpec `yaml:"windows" json:"windows,omitempty"`
+	Rules   map[string]*RuleSpec   `yaml:"rules" json:"rules,omitempty"`
+
+	// Sections that later parts of Vigil implement. They are decoded only to be
+	// refused with a clear error: a document is never half-applied.
+	Patterns    any `yaml:"patterns" json:"-"`
+	Joins       any `yaml:"joins" json:"-"`
+	Enrichments any `yaml:"enrichments" json:"-"`
+
+	pos   map[string]Pos // dotted path -> position of its value
+	lines []string       // source lines, for snippets
+}
+
+// StreamSpec declares an input stream: where it comes from and how to read an
+// event's key, time and id.
+type StreamSpec struct {
+	Topic         string            `yaml:"topic" json:"topic,omitempty"`
+	Key           Expr              `yaml:"key" json:"key"`
+	Time          Expr              `yaml:"time" json:"time,omitempty"`
+	ID            Expr              `yaml:"id" json:"id,omitempty"`
+	Decide        Decide            `yaml:"decide" json:"decide,omitempty"`
+	Watermark     WatermarkSpec     `yaml:"watermark" json:"watermark"`
+	Retention     *Duration         `yaml:"retention" json:"retention,omitempty"`
+	MaxHistory    int               `yaml:"max_history" json:"max_history,omitempty"`
+	MaxFutureSkew *Duration         `yaml:"max_future_skew" json:"max_future_skew,omitempty"`
+	Fields        map[string]string `yaml:"fields" json:"fields,omitempty"`
+}
+
+// WatermarkSpec is a stream's watermark strategy.
+type WatermarkSpec struct {
+	MaxOutOfOrder Duration  `yaml:"max_out_of_order" json:"max_out_of_order"`
+	IdleAfter     *Duration `yaml:"idle_after" json:"idle_after,omitempty"`
+}
+
+// WindowSpec declares a keyed event-time window with its aggregates. Exactly
+// one of Tumbling, Sliding and Session is set.
+type WindowSpec struct {
+	Stream          string          `yaml:"stream" json:"stream"`
+	Tumbling        *Duration       `yaml:"tumbling" json:"tumbling,omitempty"`
+	Sliding         *SlidingSpec    `yaml:"sliding" json:"sliding,omitempty"`
+	Session         *SessionSpec    `yaml:"session" json:"session,omitempty"`
+	Offset          Duration        `yaml:"offset" json:"offset"`
+	AllowedLateness Duration        `yaml:"allowed_lateness" json:"allowed_lateness"`
+	Where           Expr            `yaml:"where" json:"where,omitempty"`
+	Aggregate       map[string]Expr `yaml:"aggregate" json:"aggregate"`
+}
+
+// SlidingSpec is a sliding window's size and slide.
+type SlidingSpec struct {
+	Size  Duration `yaml:"size" json:"size"`
+	Slide Duration `yaml:"slide" json:"slide"`
+}
+
+// SessionSpec is a session window's inactivity gap.
+type SessionSpec struct {
+	Gap Duration `yaml:"gap" json:"gap"`
+}
+
+// RuleSpec declares a decision rule over a deciding stream.
+type RuleSpec struct {
+	Stream      string  `yaml:"stream" json:"stream"`
+	Action      string  `yaml:"action" json:"action"`
+	Score       float64 `yaml:"score" json:"score"`
+	Mode        string  `yaml:"mode" json:"mode,omitempty"`
+	When        Expr    `yaml:"when" json:"when"`
+	Reason      Expr    `yaml:"reason" json:"reason,omitempty"`
+	Description string  `yaml:"description" json:"description,omitempty"`
+}
+
+// Expr is the source text of an expr-lang expression.
+type Expr string
+
+// Duration is a document duration in milliseconds, written as a Go duration
+// string ("5m", "250ms").
+type Duration int64
+
+// String formats d as a Go duration string.
+func (d Duration) String() string { return time.Duration(d * Duration(time.Millisecond)).String() }
+
+// MarshalJSON writes d as a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// parseDuration reads a document duration. Vigil's clock ticks in milliseconds,
+// so finer durations are refused rather than silently truncated.
+func parseDuration(s string) (Duration, error) {
+	if s == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q (want a Go duration such as \"5m\" or \"250ms\")", s)
+	}
+	if d%time.Millisecond != 0 {
+		return 0, fmt.Errorf("duration %q is not a whole number of milliseconds", s)
+	}
+	return Duration(d / time.Millisecond), nil
+}
+
+// Decide is when a stream's events are decided: never (""), on arrival, or
+// once the watermark passes them. `decide: true` means arrival.
+type Decide string
+
+// Decide modes.
+const (
+	DecideNever     Decide = ""
+	DecideArrival   Decide = "arrival"
+	DecideWatermark Decide = "watermark"
+)
+
+func parseDecide(s string) (Decide, error) {
+	switch strings.ToLower(s) {
+	case "true", "arrival":
+		return DecideArrival, nil
+	case "false", "":
+		return DecideNever, nil
+	case "watermark":
+		return DecideWatermark, nil
+	}
+	return "", fmt.Errorf("decide must be true, false, arrival or watermark, not %s", strconv.Quote(s))
+}

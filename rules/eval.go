@@ -1,0 +1,240 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/vigil-cep/vigil/internal/jsonv"
+)
+
+// Evaluator is a ruleset compiled for one task: its programs' functions read
+// the task's Context. Not safe for concurrent use; the task goroutine owns it.
+type Evaluator struct {
+	rs  *Ruleset
+	ctx *Context
+	vm  vm.VM
+
+	key, time, id []program // per stream
+	where         []program // per window
+	args          [][]program
+	when, reason  []program // per rule
+}
+
+// program is a compiled expression, or the name of the field it reads.
+type program struct {
+	prog  *vm.Program
+	field string
+	src   *exprSource
+}
+
+// NewEvaluator compiles rs for one task. history serves history() calls: it
+// returns the current key's events of a stream within the window before the
+// current event's time (the task knows which key and time are current).
+func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) []any) (*Evaluator, error) {
+	e := &Evaluator{rs: rs, ctx: &Context{History: history}}
+	c := &compiler{rs: rs, doc: rs.Doc}
+	bind := func(s *exprSource) (program, error) {
+		if s == nil || s.src == "" {
+			return program{}, nil
+		}
+		if s.field != "" {
+			return program{field: s.field, src: s}, nil
+		}
+		p, _, err := c.compile(s, e.ctx)
+		return program{prog: p, src: s}, err
+	}
+	var errs []error
+	add := func(p program, err error) program {
+		errs = append(errs, err)
+		return p
+	}
+	for _, st := range rs.Streams {
+		e.key = append(e.key, add(bind(&st.key)))
+		e.time = append(e.time, add(bind(&st.time)))
+		e.id = append(e.id, add(bind(&st.id)))
+	}
+	for _, w := range rs.Windows {
+		e.where = append(e.where, add(bind(w.where)))
+		var args []program
+		for _, a := range w.args {
+			args = append(args, add(bind(a)))
+		}
+		e.args = append(e.args, args)
+	}
+	for _, r := range rs.Rules {
+		e.when = append(e.when, add(bind(&r.when)))
+		e.reason = append(e.reason, add(bind(r.reason)))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("bind ruleset %s: %w", rs.Version, err)
+	}
+	return e, nil
+}
+
+// SetRecordTime sets what timestamp() returns for the next evaluations.
+func (e *Evaluator) SetRecordTime(ts int64, ok bool) {
+	e.ctx.RecordTime, e.ctx.HasRecordTime = ts, ok
+}
+
+// run evaluates p over the event fields v. expr's VM recovers panics inside
+// user code and returns them as errors.
+func (e *Evaluator) run(p program, v map[string]any) (any, error) {
+	if p.field != "" {
+		return v[p.field], nil
+	}
+	out, err := e.vm.Run(p.prog, v)
+	if err != nil {
+		var fe *file.Error
+		if errors.As(err, &fe) {
+			return nil, errors.New(fe.Message)
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// Key returns the entity key of an event of stream.
+func (e *Evaluator) Key(stream int, v map[string]any) (string, error) {
+	p := e.key[stream]
+	out, err := e.run(p, v)
+	if err != nil {
+		return "", fmt.Errorf("key %s: %w", p.src.src, err)
+	}
+	s, ok := scalarString(out)
+	if !ok {
+		if out == nil {
+			return "", fmt.Errorf("key %s is missing or null", p.src.src)
+		}
+		return "", fmt.Errorf("key %s must be a string or a number, not %T", p.src.src, out)
+	}
+	return s, nil
+}
+
+// ID returns the id of an event of stream, or ok == false if the stream has none.
+func (e *Evaluator) ID(stream int, v map[string]any) (id string, ok bool, err error) {
+	p := e.id[stream]
+	if p.src == nil {
+		return "", false, nil
+	}
+	out, err := e.run(p, v)
+	if err != nil {
+		return "", false, fmt.Errorf("id %s: %w", p.src.src, err)
+	}
+	s, ok := scalarString(out)
+	if !ok || s == "" {
+		if out == nil || s == "" {
+			return "", false, fmt.Errorf("id %s is missing, null or empty", p.src.src)
+		}
+		return "", false, fmt.Errorf("id %s must be a string or a number, not %T", p.src.src, out)
+	}
+	return s, true, nil
+}
+
+// Time returns the event time (ms) of an event of stream: a number of epoch
+// milliseconds, an RFC 3339 string, or the record timestamp.
+func (e *Evaluator) Time(stream int, v map[string]any) (int64, error) {
+	p := e.time[stream]
+	out, err := e.run(p, v)
+	if err != nil {
+		return 0, fmt.Errorf("time %s: %w", p.src.src, err)
+	}
+	switch t := out.(type) {
+	case float64:
+		if math.IsNaN(t) || t < -9.2e18 || t > 9.2e18 {
+			return 0, fmt.Errorf("time %s: %v is not a time in epoch milliseconds", p.src.src, t)
+		}
+		return int64(math.Floor(t)), nil
+	case int:
+		return int64(t), nil
+	case int64:
+		return t, nil
+	case string:
+		ts, err := time.Parse(time.RFC3339Nano, t)
+		if err != nil {
+			return 0, fmt.Errorf("time %s: %q is not an RFC 3339 time", p.src.src, t)
+		}
+		return ts.UnixMilli(), nil
+	case time.Time:
+		return t.UnixMilli(), nil
+	case nil:
+		return 0, fmt.Errorf("time %s is missing or null", p.src.src)
+	}
+	return 0, fmt.Errorf("time %s must be epoch milliseconds or an RFC 3339 string, not %T", p.src.src, out)
+}
+
+// WindowArgs evaluates window w's filter and aggregate arguments over v into
+// args (len(args) == len(w.Aggs)). keep is false when the filter rejects v.
+func (e *Evaluator) WindowArgs(w int, v map[string]any, args []any) (keep bool, err error) {
+	if p := e.where[w]; p.src != nil {
+		out, err := e.run(p, v)
+		if err != nil {
+			return false, fmt.Errorf("window %s where: %w", e.rs.Windows[w].Name, err)
+		}
+		if b, _ := out.(bool); !b {
+			return false, nil
+		}
+	}
+	for i, p := range e.args[w] {
+		if p.src == nil {
+			args[i] = nil
+			continue
+		}
+		out, err := e.run(p, v)
+		if err != nil {
+			return false, fmt.Errorf("window %s aggregate %s: %w", e.rs.Windows[w].Name, e.rs.Windows[w].Aggs[i].Name, err)
+		}
+		args[i] = out
+	}
+	return true, nil
+}
+
+// When reports whether rule r matches the event v.
+func (e *Evaluator) When(r int, v map[string]any) (bool, error) {
+	out, err := e.run(e.when[r], v)
+	if err != nil {
+		return false, err
+	}
+	b, _ := out.(bool)
+	return b, nil
+}
+
+// Reason returns rule r's reason for the event v ("" when the rule has none).
+func (e *Evaluator) Reason(r int, v map[string]any) (string, error) {
+	p := e.reason[r]
+	if p.src == nil {
+		return "", nil
+	}
+	out, err := e.run(p, v)
+	if err != nil {
+		return "", err
+	}
+	if s, ok := out.(string); ok {
+		return s, nil
+	}
+	return string(jsonv.Append(nil, out)), nil
+}
+
+// scalarString renders keys and ids: strings as they are, integral numbers
+// without a fraction.
+func scalarString(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+			return strconv.FormatInt(int64(x), 10), true
+		}
+		return strconv.FormatFloat(x, 'g', -1, 64), true
+	case int:
+		return strconv.Itoa(x), true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	}
+	return "", false
+}

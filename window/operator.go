@@ -1,0 +1,387 @@
+package window
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Result is one firing of one window of one key.
+type Result struct {
+	Key string
+	// Start and End bound the window: [Start, End).
+	Start, End int64
+	// Values holds one value per Aggregate, in order: int64 for Count and
+	// CountDistinct; float64 for Sum (0 when the window saw no numeric
+	// argument); float64 or nil (no numeric argument) for Min, Max and Avg.
+	// The slice is the caller's to keep.
+	Values []any
+	// Update is true when this window already fired before: a late firing
+	// within the allowed lateness, or a session that merged a fired session.
+	Update bool
+}
+
+// Operator holds the state of one window definition for all keys of one
+// task. It is not safe for concurrent use: the task's goroutine owns it.
+// See the package documentation for its invariants.
+type Operator struct {
+	spec  Spec
+	aggs  []Aggregate
+	kinds []AggKind // aggs[i].Kind, for the hot path
+	wm    int64
+
+	keys     map[string]*keyState
+	keysPeak int // most keys since the map was last rebuilt
+	timers   timerHeap
+}
+
+// keyState holds the live windows of one key, sorted by (start, end).
+// Sessions of a key never overlap or touch, so they are sorted by end too.
+type keyState struct {
+	key    string
+	wins   []*window
+	inline [2]*window // first backing array of wins: most keys have one or two windows
+}
+
+// window is one live window of one key.
+type window struct {
+	key        string
+	ks         *keyState
+	start, end int64
+	at         int64 // due time of its timer: end-1 while armed, else cleanup
+	idx        int   // position in the timer heap
+	armed      bool  // has not fired since its end-1 last moved past the watermark
+	fired      bool  // it, or a session merged into it, has fired
+	count      int64 // elements added
+	accs       []acc // one per aggregate
+}
+
+// New returns an Operator for spec computing aggs. It reports the errors of
+// spec.Validate, and an error for an aggregate with an invalid kind or an
+// empty or repeated name.
+func New(spec Spec, aggs []Aggregate) (*Operator, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	kinds := make([]AggKind, len(aggs))
+	for i, a := range aggs {
+		switch {
+		case a.Name == "":
+			return nil, fmt.Errorf("window: aggregate %d (%s): empty name", i, a.Kind)
+		case !a.Kind.valid():
+			return nil, fmt.Errorf("window: aggregate %q: unknown kind %d", a.Name, a.Kind)
+		}
+		for _, b := range aggs[:i] {
+			if b.Name == a.Name {
+				return nil, fmt.Errorf("window: aggregate %q: duplicate name", a.Name)
+			}
+		}
+		kinds[i] = a.Kind
+	}
+	return &Operator{
+		spec:  spec,
+		aggs:  slices.Clone(aggs),
+		kinds: kinds,
+		wm:    math.MinInt64,
+		keys:  make(map[string]*keyState),
+	}, nil
+}
+
+// Len returns the number of live windows across keys.
+func (o *Operator) Len() int { return len(o.timers) }
+
+// Add assigns an element of key at event time t to its windows. args[i] is
+// the argument of aggs[i]; it is ignored for Count, and nil or non-numeric
+// values are skipped by Sum, Min, Max and Avg. Missing trailing arguments
+// count as nil (a count-only definition may pass nil args).
+//
+// wm is the current watermark (math.MinInt64 before any). Add first advances
+// the operator to wm as Advance does, so a watermark the operator has not
+// seen yet fires and drops windows (through emit) before the element is
+// assigned; a wm below the operator's watermark is raised to it.
+//
+// A window accepts the element unless its cleanup time end-1+AllowedLateness
+// is at or before the watermark. A window that accepts the element while its
+// end-1 is at or before the watermark fires at once through emit (Update is
+// true if it fired before); several such windows of a sliding definition fire
+// in order of start. Add returns false when no window accepted the element:
+// it is late, and the caller sends it to the late side output.
+//
+// emit must not call back into the Operator.
+func (o *Operator) Add(key string, t int64, args []any, wm int64, emit func(Result)) bool {
+	o.Advance(wm, emit)
+	switch o.spec.Kind {
+	case Tumbling:
+		r := alignRem(t, o.spec.Offset, o.spec.Size)
+		return o.addFixed(key, satSub(t, r), satAdd(t, o.spec.Size-r), args, emit)
+	case Sliding:
+		return o.addSliding(key, t, args, emit)
+	default:
+		return o.addSession(key, t, args, emit)
+	}
+}
+
+// addSliding adds the element to every sliding window that contains t, in
+// order of start. The window with offset off from t is
+// [t-off, t-off+size); off runs over r, r+slide, … below size.
+func (o *Operator) addSliding(key string, t int64, args []any, emit func(Result)) bool {
+	size, slide := o.spec.Size, o.spec.Slide
+	r := alignRem(t, o.spec.Offset, slide)
+	accepted := false
+	for off := r + (size-1-r)/slide*slide; off >= r; off -= slide {
+		if o.addFixed(key, satSub(t, off), satAdd(t, size-off), args, emit) {
+			accepted = true
+		}
+	}
+	return accepted
+}
+
+// addFixed adds an element to the tumbling or sliding window [start, end) of
+// key, creating the window if needed, and reports whether it was accepted.
+func (o *Operator) addFixed(key string, start, end int64, args []any, emit func(Result)) bool {
+	if o.cleanupTime(end) <= o.wm {
+		return false // every live window has a later cleanup time: none to look up
+	}
+	ks := o.keys[key]
+	if ks == nil {
+		ks = o.newKey(key)
+	}
+	i, found := ks.search(start, end)
+	var w *window
+	if found {
+		w = ks.wins[i]
+	} else {
+		w = o.newWindow(ks, start, end)
+		ks.wins = slices.Insert(ks.wins, i, w)
+	}
+	w.add(o.kinds, args)
+	change := timerKept
+	if !found {
+		change = timerNew
+	}
+	o.settle(w, change, emit)
+	return true
+}
+
+// addSession adds the element's session [t, t+gap) to key, merging it with
+// every session it overlaps or touches.
+func (o *Operator) addSession(key string, t int64, args []any, emit func(Result)) bool {
+	start, end := t, satAdd(t, o.spec.Gap)
+	ks := o.keys[key]
+	var lo, hi int
+	if ks != nil {
+		// Sessions are disjoint and sorted, so the ones that intersect
+		// [start, end) (Flink: s.start <= end && s.end >= start) are a run.
+		lo = sort.Search(len(ks.wins), func(i int) bool { return ks.wins[i].end >= start })
+		hi = lo + sort.Search(len(ks.wins)-lo, func(i int) bool { return ks.wins[lo+i].start > end })
+	}
+	if lo == hi {
+		// No session to join. Live sessions all have a cleanup time after the
+		// watermark, so only a session on its own can be late.
+		if o.cleanupTime(end) <= o.wm {
+			return false
+		}
+		if ks == nil {
+			ks = o.newKey(key)
+		}
+		w := o.newWindow(ks, start, end)
+		ks.wins = slices.Insert(ks.wins, lo, w)
+		w.add(o.kinds, args)
+		o.settle(w, timerNew, emit)
+		return true
+	}
+	w := ks.wins[lo]
+	start, end = min(w.start, start), max(ks.wins[hi-1].end, end)
+	for _, x := range ks.wins[lo+1 : hi] {
+		w.merge(o.kinds, x)
+		o.timers.remove(x.idx)
+	}
+	ks.wins = slices.Delete(ks.wins, lo+1, hi)
+	// w keeps its place among the key's sessions: it was the first merged.
+	w.start, w.end = start, end
+	w.add(o.kinds, args)
+	o.settle(w, timerMoved, emit)
+	return true
+}
+
+// timerChange says how a window's timer entry relates to the heap when
+// settle runs.
+type timerChange uint8
+
+const (
+	timerNew   timerChange = iota // not in the heap yet
+	timerKept                     // in the heap; start and end unchanged
+	timerMoved                    // in the heap; start or end changed
+)
+
+// settle schedules w after an element was added to it: it fires at once
+// when its end-1 has been reached (a late firing), and its timer is due at
+// end-1 or at its cleanup time.
+func (o *Operator) settle(w *window, change timerChange, emit func(Result)) {
+	at := w.end - 1
+	w.armed = at > o.wm
+	if !w.armed {
+		o.fire(w, emit)
+		at = o.cleanupTime(w.end)
+	}
+	switch {
+	case change == timerNew:
+		w.at = at
+		o.timers.push(w)
+	case change == timerMoved || at != w.at:
+		w.at = at
+		o.timers.fix(w.idx)
+	}
+}
+
+// Advance moves the operator to watermark wm; a wm at or below the current
+// watermark does nothing. Every window with end-1 <= wm that has not fired
+// yet fires through emit, in order of (end-1, key, start); then every window
+// with end-1+AllowedLateness <= wm is dropped, and so is a key with no
+// windows left. It costs O(log n) per fired or dropped window.
+//
+// emit must not call back into the Operator.
+func (o *Operator) Advance(wm int64, emit func(Result)) {
+	if wm <= o.wm {
+		return
+	}
+	o.wm = wm
+	dropped := false
+	for len(o.timers) > 0 && o.timers[0].at <= wm {
+		w := o.timers[0]
+		if w.armed {
+			// Fire entries leave the heap in (end-1, key, start) order;
+			// cleanup entries in between emit nothing.
+			o.fire(w, emit)
+			w.armed = false
+			w.at = o.cleanupTime(w.end)
+			if w.at > wm {
+				o.timers.fix(0)
+				continue
+			}
+		}
+		o.timers.remove(0)
+		o.drop(w)
+		dropped = true
+	}
+	if dropped {
+		o.shrink()
+	}
+}
+
+// cleanupTime is the watermark at which the state of a window ending at end
+// is dropped: end-1+AllowedLateness, saturated.
+func (o *Operator) cleanupTime(end int64) int64 {
+	return satAdd(end-1, o.spec.AllowedLateness)
+}
+
+func (o *Operator) fire(w *window, emit func(Result)) {
+	vals := make([]any, len(o.kinds))
+	for i, k := range o.kinds {
+		if k == Count {
+			vals[i] = w.count
+		} else {
+			vals[i] = w.accs[i].value(k, w.count)
+		}
+	}
+	update := w.fired
+	w.fired = true
+	emit(Result{Key: w.key, Start: w.start, End: w.end, Values: vals, Update: update})
+}
+
+// newKey adds the state of a key. It keeps a copy of key: the caller's
+// string may be a slice of a large record that must not stay in memory as
+// long as the key's windows.
+func (o *Operator) newKey(key string) *keyState {
+	key = strings.Clone(key)
+	ks := &keyState{key: key}
+	ks.wins = ks.inline[:0]
+	o.keys[key] = ks
+	o.keysPeak = max(o.keysPeak, len(o.keys))
+	return ks
+}
+
+func (o *Operator) newWindow(ks *keyState, start, end int64) *window {
+	w := &window{key: ks.key, ks: ks, start: start, end: end}
+	if needsAccs(o.kinds) {
+		w.accs = make([]acc, len(o.kinds))
+	}
+	return w
+}
+
+// needsAccs reports whether any aggregate keeps state beyond the count.
+func needsAccs(kinds []AggKind) bool {
+	for _, k := range kinds {
+		if k != Count {
+			return true
+		}
+	}
+	return false
+}
+
+// drop removes a window that left the timer heap from its key, and the key
+// when it has no windows left.
+func (o *Operator) drop(w *window) {
+	ks := w.ks
+	if i, found := ks.search(w.start, w.end); found {
+		ks.wins = slices.Delete(ks.wins, i, i+1)
+	}
+	if len(ks.wins) == 0 {
+		delete(o.keys, ks.key)
+	}
+}
+
+// shrinkMin is the size below which the key map and the timer heap are not
+// reallocated to give memory back.
+const shrinkMin = 1024
+
+// shrink reallocates the key map and the timer heap once they hold less than
+// a quarter of their peak, because neither a Go map nor a slice gives memory
+// back on its own. The copy is paid for by the deletions since the peak.
+func (o *Operator) shrink() {
+	if o.keysPeak >= shrinkMin && len(o.keys) < o.keysPeak/4 {
+		keys := make(map[string]*keyState, len(o.keys))
+		for k, ks := range o.keys {
+			keys[k] = ks
+		}
+		o.keys = keys
+		o.keysPeak = len(keys)
+	}
+	if cap(o.timers) >= shrinkMin && len(o.timers) < cap(o.timers)/4 {
+		o.timers = append(make(timerHeap, 0, 2*len(o.timers)), o.timers...)
+	}
+}
+
+// search finds the window [start, end) in ks, or where to insert it.
+func (ks *keyState) search(start, end int64) (int, bool) {
+	return slices.BinarySearchFunc(ks.wins, start, func(w *window, start int64) int {
+		if c := cmp.Compare(w.start, start); c != 0 {
+			return c
+		}
+		return cmp.Compare(w.end, end)
+	})
+}
+
+// add folds one element into w.
+func (w *window) add(kinds []AggKind, args []any) {
+	w.count++
+	for i := range w.accs {
+		var v any
+		if i < len(args) {
+			v = args[i]
+		}
+		w.accs[i].add(kinds[i], v)
+	}
+}
+
+// merge folds the state of session x into w; x is discarded afterwards.
+func (w *window) merge(kinds []AggKind, x *window) {
+	w.count += x.count
+	w.fired = w.fired || x.fired
+	for i := range w.accs {
+		w.accs[i].merge(kinds[i], &x.accs[i])
+	}
+}
