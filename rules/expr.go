@@ -97,7 +97,7 @@ func (c *compiler) options(s *exprSource, ctx *Context, refs *[]historyRef) []ex
 	case scopeRecord:
 		opts = append(opts, expr.Function("timestamp", func(...any) (any, error) {
 			if !ctx.HasRecordTime {
-				return nil, errors.New("timestamp(): the record has no timestamp")
+				return nil, errors.New("the record has no timestamp")
 			}
 			return ctx.RecordTime, nil
 		}, new(func() int64)))
@@ -192,6 +192,9 @@ type costWalker struct {
 }
 
 func (w *costWalker) fail(n ast.Node, err error) {
+	if call, ok := n.(*ast.CallNode); ok {
+		n = call.Callee // point at the function's name, not its parenthesis
+	}
 	if w.err == nil {
 		w.err = w.c.at(w.s, n.Location().From, err)
 	}
@@ -205,9 +208,17 @@ func (w *costWalker) walk(n ast.Node, inPred int) bool {
 	}
 	switch n := n.(type) {
 	case *ast.CallNode:
-		if id, ok := n.Callee.(*ast.IdentifierNode); ok && id.Value == "history" {
-			w.checkHistoryCall(n, inPred)
-			return true
+		if id, ok := n.Callee.(*ast.IdentifierNode); ok {
+			switch id.Value {
+			case "history":
+				w.checkHistoryCall(n, inPred)
+				return true
+			case "timestamp":
+			default:
+				// Without declared fields expr accepts any name, even as a
+				// function: refuse calls that could only fail at run time.
+				w.fail(n, fmt.Errorf("unknown function %s()", id.Value))
+			}
 		}
 		h := w.walk(n.Callee, inPred)
 		for _, a := range n.Arguments {
@@ -230,6 +241,9 @@ func (w *costWalker) walk(n ast.Node, inPred int) bool {
 		}
 		return w.walk(n.Expr, inPred)
 	case *ast.BuiltinNode:
+		if n.Name == "now" {
+			w.fail(n, errors.New("now() is not available: rules run in event time, so a replay decides the same way (use the event's time field)"))
+		}
 		h := false
 		for _, a := range n.Arguments {
 			h = w.walk(a, inPred) || h
