@@ -365,4 +365,3 @@ func parseLine(text string, lineNo int64, names map[string]int) item {
 	}
 	return it
 }
-

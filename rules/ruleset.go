@@ -47,8 +47,8 @@ type Stream struct {
 	// history(); zero when no rule reads the stream.
 	Retention int64
 	// IDRetention is how long ids are remembered for idempotency.
-	IDRetention   int64
-	MaxHistory    int
+	IDRetention int64
+	MaxHistory  int
 	// HistoryFields are the only fields of its events that rules read through
 	// history(); the task keeps just those. Nil keeps every field (some rule
 	// reads the events whole).
