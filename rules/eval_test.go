@@ -1,0 +1,96 @@
+package rules
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/vigil-cep/vigil/stream"
+)
+
+func TestEvaluatorExtracts(t *testing.T) {
+	rs, err := Load([]byte("streams:\n  tx: {key: user.id, time: ts, id: tx_id, decide: true}\n  c: {key: k}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := rs.NewEvaluator(func(int, int64) []any { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		fields  map[string]any
+		key     string
+		time    int64
+		id      string
+		wantErr string
+	}{
+		{fields: map[string]any{"user": map[string]any{"id": 42.0}, "ts": 1000.0, "tx_id": "a"}, key: "42", time: 1000, id: "a"},
+		{fields: map[string]any{"user": map[string]any{"id": "u1"}, "ts": "2024-01-01T00:00:00.5Z", "tx_id": 7.0}, key: "u1", time: 1704067200500, id: "7"},
+		{fields: map[string]any{"user": map[string]any{"id": "u1"}, "ts": 1.5, "tx_id": "b"}, key: "u1", time: 1, id: "b"},
+		{fields: map[string]any{"user": map[string]any{}, "ts": 1.0, "tx_id": "b"}, wantErr: "key user.id is missing or null"},
+		{fields: map[string]any{"user": map[string]any{"id": "u1"}, "ts": true, "tx_id": "b"}, wantErr: "time ts must be epoch milliseconds or an RFC 3339 string, not bool"},
+		{fields: map[string]any{"user": map[string]any{"id": "u1"}, "ts": 1.0, "tx_id": ""}, wantErr: "id tx_id is missing, null or empty"},
+	}
+	for i, tt := range tests {
+		key, err := ev.Key(1, tt.fields) // streams are indexed by name: c=0, tx=1
+		var ts int64
+		var id string
+		if err == nil {
+			ts, err = ev.Time(1, tt.fields)
+		}
+		if err == nil {
+			id, _, err = ev.ID(1, tt.fields)
+		}
+		switch {
+		case tt.wantErr != "":
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("%d: error %v, want %q", i, err, tt.wantErr)
+			}
+		case err != nil:
+			t.Errorf("%d: %v", i, err)
+		case key != tt.key || ts != tt.time || id != tt.id:
+			t.Errorf("%d: got (%q, %d, %q), want (%q, %d, %q)", i, key, ts, id, tt.key, tt.time, tt.id)
+		}
+	}
+	ev.SetRecordTime(5, true)
+	if ts, err := ev.Time(0, map[string]any{"k": "x"}); err != nil || ts != 5 {
+		t.Errorf("time from the record timestamp: %d, %v; want 5", ts, err)
+	}
+}
+
+// BenchmarkEvaluate measures one rule over a key's history of n events, the
+// per-decision cost of the example ruleset's velocity rules.
+func BenchmarkEvaluate(b *testing.B) {
+	doc := `streams:
+  tx: {key: user_id, time: ts, id: tx_id, decide: true}
+rules:
+  many_ips: {stream: tx, action: block, score: 80, when: 'len(uniq(map(history("tx", "5m"), .ip))) >= 3'}
+  card_testing: {stream: tx, action: block, score: 90, when: 'count(history("tx", "1m"), .amount <= 2) >= 5'}
+  big: {stream: tx, action: review, score: 10, when: 'amount >= 1000 && currency == "EUR"'}
+`
+	rs, err := Load([]byte(doc))
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := rs.Streams[0].HistoryFields
+	for _, n := range []int{1, 10, 100} {
+		hist := make([]any, n)
+		for i := range hist {
+			hist[i] = stream.NewRow(names, map[string]any{"ip": fmt.Sprintf("10.0.0.%d", i%4), "amount": float64(i)})
+		}
+		ev, err := rs.NewEvaluator(func(int, int64) []any { return hist })
+		if err != nil {
+			b.Fatal(err)
+		}
+		event := map[string]any{"tx_id": "t1", "user_id": "u1", "amount": 42.5, "currency": "EUR", "ip": "10.0.0.1", "ts": 1000.0}
+		for ri, r := range rs.Rules {
+			b.Run(fmt.Sprintf("%s/history=%d", r.Name, n), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := ev.When(ri, event); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
