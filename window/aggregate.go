@@ -3,6 +3,7 @@ package window
 import (
 	"math"
 	"strconv"
+	"strings"
 )
 
 // AggKind is the kind of an aggregate function. The zero AggKind is not a
@@ -88,7 +89,13 @@ func (a *acc) add(k AggKind, v any) {
 			if a.set == nil {
 				a.set = make(map[any]struct{})
 			}
-			a.set[d] = struct{}{}
+			if _, seen := a.set[d]; !seen {
+				if s, isString := d.(string); isString {
+					// The window may outlive the record the string points into.
+					d = strings.Clone(s)
+				}
+				a.set[d] = struct{}{}
+			}
 		}
 	}
 }
@@ -129,12 +136,10 @@ func (a *acc) merge(k AggKind, b *acc) {
 	}
 }
 
-// value is the result of an aggregate of kind k, given the window's element
-// count.
-func (a *acc) value(k AggKind, count int64) any {
+// value is the result of an aggregate of kind k other than Count (which
+// reports the window's element count).
+func (a *acc) value(k AggKind) any {
 	switch k {
-	case Count:
-		return count
 	case Sum:
 		return a.f
 	case CountDistinct:

@@ -57,5 +57,7 @@
 // window has one entry in a timer min-heap, so Advance costs O(log n) per
 // fired or dropped window and nothing per idle key, and Add on an existing
 // tumbling window touches no heap entry. Advance(math.MaxInt64) fires and
-// drops everything.
+// drops everything. Keys and distinct string values are copied when they
+// enter the state, so a window never pins the record they came from, and
+// Add keeps no reference to its args.
 package window

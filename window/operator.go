@@ -29,8 +29,8 @@ type Result struct {
 // See the package documentation for its invariants.
 type Operator struct {
 	spec  Spec
-	aggs  []Aggregate
-	kinds []AggKind // aggs[i].Kind, for the hot path
+	kinds []AggKind // the kinds of the aggregates, in order
+	nAccs int       // accumulators per window: 0 when all aggregates are Count
 	wm    int64
 
 	keys     map[string]*keyState
@@ -81,10 +81,14 @@ func New(spec Spec, aggs []Aggregate) (*Operator, error) {
 		}
 		kinds[i] = a.Kind
 	}
+	nAccs := 0
+	if slices.ContainsFunc(kinds, func(k AggKind) bool { return k != Count }) {
+		nAccs = len(kinds) // one per aggregate, so that accs[i] is aggs[i]'s
+	}
 	return &Operator{
 		spec:  spec,
-		aggs:  slices.Clone(aggs),
 		kinds: kinds,
+		nAccs: nAccs,
 		wm:    math.MinInt64,
 		keys:  make(map[string]*keyState),
 	}, nil
@@ -116,7 +120,8 @@ func (o *Operator) Add(key string, t int64, args []any, wm int64, emit func(Resu
 	switch o.spec.Kind {
 	case Tumbling:
 		r := alignRem(t, o.spec.Offset, o.spec.Size)
-		return o.addFixed(key, satSub(t, r), satAdd(t, o.spec.Size-r), args, emit)
+		_, _, ok := o.addFixed(o.keys[key], key, 0, satSub(t, r), satAdd(t, o.spec.Size-r), args, emit)
+		return ok
 	case Sliding:
 		return o.addSliding(key, t, args, emit)
 	default:
@@ -130,26 +135,30 @@ func (o *Operator) Add(key string, t int64, args []any, wm int64, emit func(Resu
 func (o *Operator) addSliding(key string, t int64, args []any, emit func(Result)) bool {
 	size, slide := o.spec.Size, o.spec.Slide
 	r := alignRem(t, o.spec.Offset, slide)
-	accepted := false
+	ks, next, accepted := o.keys[key], 0, false
 	for off := r + (size-1-r)/slide*slide; off >= r; off -= slide {
-		if o.addFixed(key, satSub(t, off), satAdd(t, size-off), args, emit) {
-			accepted = true
-		}
+		var ok bool
+		// The element's windows follow each other in ks.wins: each search
+		// starts after the previous window.
+		ks, next, ok = o.addFixed(ks, key, next, satSub(t, off), satAdd(t, size-off), args, emit)
+		accepted = accepted || ok
 	}
 	return accepted
 }
 
 // addFixed adds an element to the tumbling or sliding window [start, end) of
-// key, creating the window if needed, and reports whether it was accepted.
-func (o *Operator) addFixed(key string, start, end int64, args []any, emit func(Result)) bool {
+// key, creating the window (and ks, the key's state, when nil) if needed.
+// Every window before position from of ks.wins sorts before [start, end).
+// It returns ks, the position after the window, and whether the window
+// accepted the element.
+func (o *Operator) addFixed(ks *keyState, key string, from int, start, end int64, args []any, emit func(Result)) (*keyState, int, bool) {
 	if o.cleanupTime(end) <= o.wm {
-		return false // every live window has a later cleanup time: none to look up
+		return ks, from, false // every live window has a later cleanup time: none to look up
 	}
-	ks := o.keys[key]
 	if ks == nil {
 		ks = o.newKey(key)
 	}
-	i, found := ks.search(start, end)
+	i, found := ks.searchFrom(from, start, end)
 	var w *window
 	if found {
 		w = ks.wins[i]
@@ -163,7 +172,7 @@ func (o *Operator) addFixed(key string, start, end int64, args []any, emit func(
 		change = timerNew
 	}
 	o.settle(w, change, emit)
-	return true
+	return ks, i + 1, true
 }
 
 // addSession adds the element's session [t, t+gap) to key, merging it with
@@ -278,13 +287,14 @@ func (o *Operator) cleanupTime(end int64) int64 {
 	return satAdd(end-1, o.spec.AllowedLateness)
 }
 
+// fire emits the current result of w, as an update if w fired before.
 func (o *Operator) fire(w *window, emit func(Result)) {
 	vals := make([]any, len(o.kinds))
 	for i, k := range o.kinds {
 		if k == Count {
 			vals[i] = w.count
 		} else {
-			vals[i] = w.accs[i].value(k, w.count)
+			vals[i] = w.accs[i].value(k)
 		}
 	}
 	update := w.fired
@@ -304,22 +314,50 @@ func (o *Operator) newKey(key string) *keyState {
 	return ks
 }
 
+// newWindow allocates the window [start, end) of ks, not yet in ks.wins or
+// in the timer heap.
 func (o *Operator) newWindow(ks *keyState, start, end int64) *window {
-	w := &window{key: ks.key, ks: ks, start: start, end: end}
-	if needsAccs(o.kinds) {
-		w.accs = make([]acc, len(o.kinds))
-	}
+	w := allocWindow(o.nAccs)
+	w.key, w.ks, w.start, w.end = ks.key, ks, start, end
 	return w
 }
 
-// needsAccs reports whether any aggregate keeps state beyond the count.
-func needsAccs(kinds []AggKind) bool {
-	for _, k := range kinds {
-		if k != Count {
-			return true
-		}
+// allocWindow allocates a window with n accumulators. Up to four share the
+// window's allocation, so that updating a window touches one object.
+func allocWindow(n int) *window {
+	switch n {
+	case 0:
+		return new(window)
+	case 1:
+		b := new(struct {
+			w window
+			a [1]acc
+		})
+		b.w.accs = b.a[:]
+		return &b.w
+	case 2:
+		b := new(struct {
+			w window
+			a [2]acc
+		})
+		b.w.accs = b.a[:]
+		return &b.w
+	case 3:
+		b := new(struct {
+			w window
+			a [3]acc
+		})
+		b.w.accs = b.a[:]
+		return &b.w
+	case 4:
+		b := new(struct {
+			w window
+			a [4]acc
+		})
+		b.w.accs = b.a[:]
+		return &b.w
 	}
-	return false
+	return &window{accs: make([]acc, n)}
 }
 
 // drop removes a window that left the timer heap from its key, and the key
@@ -357,12 +395,27 @@ func (o *Operator) shrink() {
 
 // search finds the window [start, end) in ks, or where to insert it.
 func (ks *keyState) search(start, end int64) (int, bool) {
-	return slices.BinarySearchFunc(ks.wins, start, func(w *window, start int64) int {
-		if c := cmp.Compare(w.start, start); c != 0 {
-			return c
-		}
-		return cmp.Compare(w.end, end)
-	})
+	return ks.searchFrom(0, start, end)
+}
+
+// searchFrom is search for a window known to sort at or after position
+// from. It looks at ks.wins[from] first: a key's only window, or the next
+// window of a sliding element, is usually there.
+func (ks *keyState) searchFrom(from int, start, end int64) (int, bool) {
+	cmpWindow := func(w *window, _ int64) int {
+		return cmp.Or(cmp.Compare(w.start, start), cmp.Compare(w.end, end))
+	}
+	if from == len(ks.wins) {
+		return from, false
+	}
+	switch c := cmpWindow(ks.wins[from], 0); {
+	case c == 0:
+		return from, true
+	case c > 0:
+		return from, false
+	}
+	i, found := slices.BinarySearchFunc(ks.wins[from+1:], 0, cmpWindow)
+	return from + 1 + i, found
 }
 
 // add folds one element into w.

@@ -95,7 +95,7 @@ func (s Spec) Validate() error {
 			if s.Slide > s.Size {
 				bad("slide %s must not exceed size %s", fmtMillis(s.Slide), fmtMillis(s.Size))
 			} else if n := windowsPerElement(s.Size, s.Slide); n > maxWindowsPerElement {
-				bad("size %s and slide %s put each element in %d windows, more than %d",
+				bad("size %s and slide %s put each element in up to %d windows, more than %d",
 					fmtMillis(s.Size), fmtMillis(s.Slide), n, maxWindowsPerElement)
 			}
 			if s.Offset >= s.Slide || s.Offset <= -s.Slide {
