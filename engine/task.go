@@ -199,7 +199,7 @@ func (t *Task) Process(rec *Record) {
 	ks.lastTime = max(ks.lastTime, ts)
 	if st.Retention > 0 {
 		h := &ks.hist[rec.Stream]
-		h.add(ts, project(fields, st.HistoryFields))
+		h.add(ts, project(fields, st.HistoryFields), t.ev.Mark(rec.Stream, fields))
 		t.stats.HistoryOverflow += int64(h.evict(horizon(t.wm, st.Retention), st.MaxHistory))
 	}
 	for _, w := range st.Windows {
@@ -291,19 +291,19 @@ func (t *Task) addToWindow(w int, key string, ts int64, fields map[string]any, r
 }
 
 // history serves history() for the event being decided.
-func (t *Task) history(stream int, window int64) []any {
+func (t *Task) history(stream int, window int64) ([]any, []rules.Mark) {
 	if t.cur == nil {
-		return nil
+		return nil, nil
 	}
 	return t.cur.hist[stream].between(horizon(t.curTime, window), t.curTime)
 }
 
 // observe records the event time on its input and moves the watermark.
 func (t *Task) observe(in *stream.Input, ts int64) {
-	t.wms.Observe(in, ts)
 	if t.vt != nil && ts > t.vt.now {
-		t.vt.now = ts
+		t.vt.now = ts // first, so that the input is active as of this event
 	}
+	t.wms.Observe(in, ts)
 	t.advance(t.wms.Current())
 }
 
