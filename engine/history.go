@@ -1,27 +1,35 @@
 package engine
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/vigil-cep/vigil/rules"
+)
 
 // history is one key's events of one stream, sorted by event time (arrival
-// order among equal times), for history() in rules. times and values are
-// parallel; values holds the events' field maps, shared, never copied.
+// order among equal times), for history() in rules. times, values and marks
+// are parallel: values holds the events (Rows of the fields rules read, or
+// whole field maps), marks their element-predicate results.
 type history struct {
 	times  []int64
 	values []any
+	marks  []rules.Mark
 }
 
 // add inserts an event, keeping time order. Events mostly arrive in order, so
 // the search starts from the end.
-func (h *history) add(t int64, v any) {
+func (h *history) add(t int64, v any, m rules.Mark) {
 	i := len(h.times)
 	for i > 0 && h.times[i-1] > t {
 		i--
 	}
 	h.times = append(h.times, 0)
 	h.values = append(h.values, nil)
+	h.marks = append(h.marks, rules.Mark{})
 	copy(h.times[i+1:], h.times[i:])
 	copy(h.values[i+1:], h.values[i:])
-	h.times[i], h.values[i] = t, v
+	copy(h.marks[i+1:], h.marks[i:])
+	h.times[i], h.values[i], h.marks[i] = t, v, m
 }
 
 // evict drops events older than horizon, and the oldest beyond maxLen; it
@@ -36,22 +44,26 @@ func (h *history) evict(horizon int64, maxLen int) (overflow int) {
 		return 0
 	}
 	clear(h.values[:n]) // let the dropped events be collected
+	clear(h.marks[:n])
 	h.times = h.times[n:]
 	h.values = h.values[n:]
+	h.marks = h.marks[n:]
 	if cap(h.times) > 64 && len(h.times) < cap(h.times)/4 {
 		h.times = append([]int64(nil), h.times...)
 		h.values = append([]any(nil), h.values...)
+		h.marks = append([]rules.Mark(nil), h.marks...)
 	}
 	return overflow
 }
 
-// between returns the events with time in [from, to]. The result aliases the
-// store with its capacity clipped, so a caller cannot append into it.
-func (h *history) between(from, to int64) []any {
+// between returns the events with time in [from, to] and their marks. The
+// results alias the store with their capacity clipped, so a caller cannot
+// append into them.
+func (h *history) between(from, to int64) ([]any, []rules.Mark) {
 	lo := sort.Search(len(h.times), func(i int) bool { return h.times[i] >= from })
 	hi := sort.Search(len(h.times), func(i int) bool { return h.times[i] > to })
 	if lo >= hi {
-		return nil
+		return nil, nil
 	}
-	return h.values[lo:hi:hi]
+	return h.values[lo:hi:hi], h.marks[lo:hi:hi]
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/vigil-cep/vigil/rules"
 )
 
 func TestHistory(t *testing.T) {
@@ -12,7 +14,7 @@ func TestHistory(t *testing.T) {
 		t int64
 		v string
 	}{{10, "a"}, {30, "c"}, {20, "b"}, {30, "d"}, {5, "z"}} {
-		h.add(ev.t, ev.v)
+		h.add(ev.t, ev.v, rules.Mark{})
 	}
 	if diff := cmp.Diff([]int64{5, 10, 20, 30, 30}, h.times); diff != "" {
 		t.Fatalf("times (-want +got):\n%s", diff)
@@ -27,12 +29,12 @@ func TestHistory(t *testing.T) {
 		{0, 4, nil},
 	}
 	for _, tt := range tests {
-		got := h.between(tt.from, tt.to)
+		got, _ := h.between(tt.from, tt.to)
 		if diff := cmp.Diff(tt.want, got); diff != "" {
 			t.Errorf("between(%d, %d) (-want +got):\n%s", tt.from, tt.to, diff)
 		}
 	}
-	if got := h.between(10, 30); cap(got) != len(got) {
+	if got, _ := h.between(10, 30); cap(got) != len(got) {
 		t.Errorf("between returned spare capacity %d > %d: callers could overwrite history", cap(got), len(got))
 	}
 	if over := h.evict(20, 10); over != 0 || len(h.times) != 3 {

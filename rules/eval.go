@@ -24,6 +24,7 @@ type Evaluator struct {
 	where         []program // per window
 	args          [][]program
 	when, reason  []program // per rule
+	preds         [][]program // per stream: element predicates of history features
 }
 
 // program is a compiled expression, or the name of the field it reads.
@@ -36,7 +37,7 @@ type program struct {
 // NewEvaluator compiles rs for one task. history serves history() calls: it
 // returns the current key's events of a stream within the window before the
 // current event's time (the task knows which key and time are current).
-func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) []any) (*Evaluator, error) {
+func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) ([]any, []Mark)) (*Evaluator, error) {
 	e := &Evaluator{rs: rs, ctx: &Context{History: history}}
 	c := &compiler{rs: rs, doc: rs.Doc}
 	bind := func(s *exprSource) (program, error) {
@@ -58,6 +59,11 @@ func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) []any) (*
 		e.key = append(e.key, add(bind(&st.key)))
 		e.time = append(e.time, add(bind(&st.time)))
 		e.id = append(e.id, add(bind(&st.id)))
+		var preds []program
+		for _, p := range st.predicates {
+			preds = append(preds, add(bind(p)))
+		}
+		e.preds = append(e.preds, preds)
 	}
 	for _, w := range rs.Windows {
 		e.where = append(e.where, add(bind(w.where)))
@@ -218,6 +224,27 @@ func (e *Evaluator) Reason(r int, v map[string]any) (string, error) {
 		return s, nil
 	}
 	return string(jsonv.Append(nil, out)), nil
+}
+
+// Mark evaluates stream's element predicates over a new event: the Mark that
+// history keeps next to it, so that features never re-run them.
+func (e *Evaluator) Mark(stream int, v map[string]any) Mark {
+	var m Mark
+	for k, p := range e.preds[stream] {
+		out, err := e.run(p, v)
+		if err != nil {
+			if m.Errs == nil {
+				m.Errs = new(make([]string, len(e.preds[stream])))
+			}
+			m.Failed |= 1 << k
+			(*m.Errs)[k] = err.Error()
+			continue
+		}
+		if b, _ := out.(bool); b {
+			m.Set |= 1 << k
+		}
+	}
+	return m
 }
 
 // scalarString renders keys and ids: strings as they are, integral numbers

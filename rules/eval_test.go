@@ -12,7 +12,7 @@ func TestEvaluatorExtracts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := rs.NewEvaluator(func(int, int64) []any { return nil })
+	ev, err := rs.NewEvaluator(func(int, int64) ([]any, []Mark) { return nil, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ rules:
 		for i := range hist {
 			hist[i] = stream.NewRow(names, map[string]any{"ip": fmt.Sprintf("10.0.0.%d", i%4), "amount": float64(i)})
 		}
-		ev, err := rs.NewEvaluator(func(int, int64) []any { return hist })
+		ev, err := rs.NewEvaluator(func(int, int64) ([]any, []Mark) { return hist, nil })
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -41,9 +41,10 @@ type Context struct {
 	// HasRecordTime is false when the record carried none.
 	RecordTime    int64
 	HasRecordTime bool
-	// History returns the current key's events of stream (their field maps)
-	// with event time in [t - window, t], t being the current event's time.
-	History func(stream int, window int64) []any
+	// History returns the current key's events of stream with event time in
+	// [t - window, t], t being the current event's time, in time order: the
+	// events (field maps or Rows) and their Marks.
+	History func(stream int, window int64) ([]any, []Mark)
 }
 
 // historyRef is one history("stream", "window") call, resolved at load time.
@@ -60,6 +61,9 @@ type exprSource struct {
 	scope  scope
 	stream int // the stream whose events are its environment
 	kind   reflect.Kind
+	// untyped compiles without the stream's declared fields (element
+	// predicates keep the types their history elements had: unknown).
+	untyped bool
 	offset int // of src within the document value (aggregate arguments)
 	// field is set when the expression is a bare field name: the task reads the
 	// map directly instead of running the VM.
@@ -70,6 +74,10 @@ type exprSource struct {
 type compiler struct {
 	rs  *Ruleset
 	doc *Document
+	// registering is set while a ruleset is loaded: history features may add
+	// element predicates to its streams. Binding a loaded ruleset only looks
+	// them up, so tasks can bind it concurrently.
+	registering bool
 }
 
 // options returns the expr options for src bound to ctx.
@@ -80,9 +88,8 @@ func (c *compiler) options(s *exprSource, ctx *Context, refs *[]historyRef) []ex
 		expr.MaxNodes(MaxExprNodes),
 		expr.Timezone("UTC"),
 		expr.Function(fieldFunc, fetchField, new(func(any, string) any)),
-		expr.Patch(fieldPatcher{}),
 	}
-	if st.fields != nil {
+	if st.fields != nil && !s.untyped {
 		opts = append(opts, expr.Env(st.fields))
 	} else {
 		opts = append(opts, expr.Env(map[string]any{}), expr.AllowUndefinedVariables())
@@ -102,14 +109,24 @@ func (c *compiler) options(s *exprSource, ctx *Context, refs *[]historyRef) []ex
 			return ctx.RecordTime, nil
 		}, new(func() int64)))
 	case scopeRule:
+		feats := featureFuncs(ctx)
 		opts = append(opts,
 			expr.Function("history", func(args ...any) (any, error) {
-				return ctx.History(args[0].(int), int64(args[1].(int))), nil
+				rows, _ := ctx.History(args[0].(int), int64(args[1].(int)))
+				return rows, nil
 			}, new(func(int, int) []any)),
-			expr.Patch(&historyPatcher{c: c, refs: refs}),
+			expr.Function(fnCount, feats[fnCount], new(func(int, int, int, int) int)),
+			expr.Function(fnAny, feats[fnAny], new(func(int, int, int) bool)),
+			expr.Function(fnAll, feats[fnAll], new(func(int, int, int) bool)),
+			expr.Function(fnNone, feats[fnNone], new(func(int, int, int) bool)),
+			expr.Function(fnDistinct, feats[fnDistinct], new(func(int, int, string) int)),
 		)
+		if !c.rs.noFeatures {
+			opts = append(opts, expr.Patch(&featurePatcher{c: c, register: c.registering, refs: refs}))
+		}
+		opts = append(opts, expr.Patch(&historyPatcher{c: c, refs: refs}))
 	}
-	return opts
+	return append(opts, expr.Patch(fieldPatcher{}))
 }
 
 // compile checks and compiles s for ctx. The returned error is positioned.

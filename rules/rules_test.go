@@ -181,7 +181,7 @@ func FuzzLoad(f *testing.F) {
 			}
 			return
 		}
-		if _, err := rs.NewEvaluator(func(int, int64) []any { return nil }); err != nil {
+		if _, err := rs.NewEvaluator(func(int, int64) ([]any, []Mark) { return nil, nil }); err != nil {
 			t.Fatalf("a loaded ruleset does not bind: %v", err)
 		}
 	})

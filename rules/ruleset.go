@@ -35,6 +35,7 @@ type Ruleset struct {
 	Rules   []*Rule
 
 	streamIndex map[string]int
+	noFeatures  bool
 }
 
 // Stream is a compiled stream declaration.
@@ -60,7 +61,13 @@ type Stream struct {
 
 	key, time, id exprSource
 	fields        map[string]any // expr environment when the stream declares fields
+	predicates    []*exprSource  // element predicates of history features (features.go)
+	predIndex     map[string]int
 }
+
+// Predicates returns how many element predicates the stream's events are
+// marked with on arrival (Evaluator.Mark).
+func (st *Stream) Predicates() int { return len(st.predicates) }
 
 // Window is a compiled window declaration.
 type Window struct {
@@ -109,14 +116,29 @@ type Rule struct {
 	reason *exprSource
 }
 
+// LoadOption configures Load and Compile.
+type LoadOption interface{ apply(*compiler) }
+
+type loadOptionFunc func(*compiler)
+
+func (f loadOptionFunc) apply(c *compiler) { f(c) }
+
+// Features turns the history-feature rewrite (features.go) on or off. It is
+// on by default; off, every history() predicate runs in expr's VM at every
+// decision. Both give the same decisions (a differential test holds them to
+// it); the switch exists for that test and for measuring the rewrite.
+func Features(on bool) LoadOption {
+	return loadOptionFunc(func(c *compiler) { c.rs.noFeatures = !on })
+}
+
 // Load parses and compiles a ruleset document (YAML or JSON). Every mistake
 // comes back at once as an ErrorList.
-func Load(src []byte) (*Ruleset, error) {
+func Load(src []byte, opts ...LoadOption) (*Ruleset, error) {
 	doc, err := Parse(src)
 	if err != nil {
 		return nil, err
 	}
-	rs, err := Compile(doc)
+	rs, err := Compile(doc, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -126,8 +148,11 @@ func Load(src []byte) (*Ruleset, error) {
 }
 
 // Compile validates doc and compiles every expression in it.
-func Compile(doc *Document) (*Ruleset, error) {
-	c := &compiler{rs: &Ruleset{Doc: doc, streamIndex: map[string]int{}}, doc: doc}
+func Compile(doc *Document, opts ...LoadOption) (*Ruleset, error) {
+	c := &compiler{rs: &Ruleset{Doc: doc, streamIndex: map[string]int{}}, doc: doc, registering: true}
+	for _, o := range opts {
+		o.apply(c)
+	}
 	var errs ErrorList
 	fail := func(path string, err error) {
 		var ce *CompileError
@@ -159,6 +184,14 @@ func Compile(doc *Document) (*Ruleset, error) {
 	c.compileWindows(fail)
 	c.compileRules(fail)
 	c.deriveRetention(fail)
+	for _, st := range c.rs.Streams {
+		for _, p := range st.predicates {
+			if _, _, err := c.compile(p, &Context{}); err != nil {
+				fail(p.path, fmt.Errorf("internal error: history predicate %q: %w", p.src, err))
+			}
+		}
+	}
+	c.registering = false
 	if len(errs) > 0 {
 		return nil, doc.withSnippets(errs).sorted()
 	}

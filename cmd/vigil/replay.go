@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"time"
 
 	"github.com/vigil-cep/vigil/engine"
@@ -20,6 +21,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	outPath := fs.String("out", "-", "output records, NDJSON; - writes standard output")
 	maxRecord := fs.Int("max-record-bytes", engine.DefaultMaxRecordBytes, "larger input lines go to the DLQ")
 	quiet := fs.Bool("quiet", false, "do not print the summary to standard error")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -59,6 +61,17 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// Replay is a batch job whose live heap is the retained state: a lazier
 		// collector trades memory for a large share of the CPU (measured in the README).
 		debug.SetGCPercent(400)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
 	stats, err := engine.Replay(ctx, rs, in, out, cfg)

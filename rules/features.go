@@ -1,0 +1,394 @@
+package rules
+
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/vm/runtime"
+
+	"github.com/vigil-cep/vigil/stream"
+)
+
+// History features.
+//
+// A rule such as count(history("logins", "30m"), .status == "FAILED") >= 3
+// would run its predicate on every past event at every decision: the cost of a
+// decision grows with the history. featurePatcher rewrites the common shapes
+// into native functions instead:
+//
+//   count|any|all|none(history(S, D), P)  where P reads only the element
+//       -> P is compiled once as an element predicate of S and evaluated once,
+//          when each event of S arrives (its Mark); the query counts marks.
+//   len(uniq(map(history(S, D), .F)))
+//       -> a native distinct count over the rows' field F.
+//
+// The rewrite keeps expr's semantics exactly, including which error surfaces:
+// elements are visited in the same order, predicates that failed on an event
+// fail the query when the VM would have reached that event, and count stops at
+// the same threshold as expr's optimizer (count > N, >= N, < N, <= N).
+
+// Mark holds, for one past event, the results of its stream's element
+// predicates: bit k of Set is predicate k's result; bit k of Failed says it
+// failed, with the error in Errs.
+type Mark struct {
+	Set, Failed uint64
+	Errs        *[]string
+}
+
+// maxPredicates is how many element predicates a stream can hold (bits of a Mark).
+const maxPredicates = 64
+
+// Names of the native functions the rewrite calls.
+const (
+	fnCount    = "_vigil_hcount"
+	fnAny      = "_vigil_hany"
+	fnAll      = "_vigil_hall"
+	fnNone     = "_vigil_hnone"
+	fnDistinct = "_vigil_hdistinct"
+)
+
+// featurePatcher rewrites history feature shapes; it runs before the history
+// and field patchers, so it sees history() calls and members as written.
+type featurePatcher struct {
+	c *compiler
+	// register allows new element predicates (at load time); at bind time the
+	// ruleset is shared and only existing ones are looked up.
+	register bool
+	// refs collects the history() calls rewritten away, for retention.
+	refs *[]historyRef
+}
+
+func (p *featurePatcher) Visit(node *ast.Node) {
+	switch n := (*node).(type) {
+	case *ast.BuiltinNode:
+		switch n.Name {
+		case "count", "any", "all", "none":
+			p.predicateFeature(node, n)
+		case "len":
+			p.distinctFeature(node, n)
+		}
+	case *ast.BinaryNode:
+		p.countThreshold(n)
+	}
+}
+
+// historyArgs reads a history("stream", "window") call with literal arguments.
+func (p *featurePatcher) historyArgs(n ast.Node) (historyRef, bool) {
+	call, ok := n.(*ast.CallNode)
+	if !ok {
+		return historyRef{}, false
+	}
+	if id, ok := call.Callee.(*ast.IdentifierNode); !ok || id.Value != "history" {
+		return historyRef{}, false
+	}
+	ref, err := p.c.resolveHistory(call)
+	return ref, err == nil
+}
+
+func (p *featurePatcher) predicateFeature(node *ast.Node, n *ast.BuiltinNode) {
+	if len(n.Arguments) != 2 {
+		return
+	}
+	ref, ok := p.historyArgs(n.Arguments[0])
+	if !ok {
+		return
+	}
+	pred, ok := n.Arguments[1].(*ast.PredicateNode)
+	if !ok || !isBoolean(pred.Node) || !elementOnly(pred.Node) {
+		return
+	}
+	toIdentifiers(&pred.Node)
+	k, ok := p.c.rs.Streams[ref.stream].predicate(pred.Node.String(), p.register)
+	if !ok {
+		return
+	}
+	fn := map[string]string{"count": fnCount, "any": fnAny, "all": fnAll, "none": fnNone}[n.Name]
+	args := []ast.Node{&ast.IntegerNode{Value: ref.stream}, &ast.IntegerNode{Value: int(ref.window)}, &ast.IntegerNode{Value: k}}
+	if n.Name == "count" {
+		args = append(args, &ast.IntegerNode{Value: 0}) // threshold, set by the parent comparison
+	}
+	*p.refs = append(*p.refs, ref)
+	ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: fn}, Arguments: args})
+}
+
+// countThreshold mirrors expr's count_any and count_threshold optimizers:
+// count(...) compared with a literal stops counting once the outcome is known.
+func (p *featurePatcher) countThreshold(n *ast.BinaryNode) {
+	call, ok := n.Left.(*ast.CallNode)
+	if !ok {
+		return
+	}
+	if id, ok := call.Callee.(*ast.IdentifierNode); !ok || id.Value != fnCount {
+		return
+	}
+	lit, ok := n.Right.(*ast.IntegerNode)
+	if !ok || lit.Value < 0 {
+		return
+	}
+	threshold := 0
+	switch {
+	case n.Operator == ">" && lit.Value == 0, n.Operator == ">=" && lit.Value == 1:
+		threshold = 1 // expr turns these into any()
+	case n.Operator == ">", n.Operator == "<=":
+		threshold = lit.Value + 1
+	case n.Operator == ">=", n.Operator == "<":
+		threshold = lit.Value
+	}
+	if threshold == 1 && !(n.Operator == ">" || n.Operator == ">=") {
+		threshold = 0 // expr applies neither optimizer here
+	}
+	call.Arguments[3] = &ast.IntegerNode{Value: threshold}
+}
+
+func (p *featurePatcher) distinctFeature(node *ast.Node, n *ast.BuiltinNode) {
+	if len(n.Arguments) != 1 {
+		return
+	}
+	uniq, ok := n.Arguments[0].(*ast.BuiltinNode)
+	if !ok || uniq.Name != "uniq" || len(uniq.Arguments) != 1 {
+		return
+	}
+	m, ok := uniq.Arguments[0].(*ast.BuiltinNode)
+	if !ok || m.Name != "map" || len(m.Arguments) != 2 {
+		return
+	}
+	ref, ok := p.historyArgs(m.Arguments[0])
+	if !ok {
+		return
+	}
+	pred, ok := m.Arguments[1].(*ast.PredicateNode)
+	if !ok {
+		return
+	}
+	field, ok := elementField(pred.Node)
+	if !ok {
+		return
+	}
+	*p.refs = append(*p.refs, ref)
+	ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: fnDistinct}, Arguments: []ast.Node{
+		&ast.IntegerNode{Value: ref.stream}, &ast.IntegerNode{Value: int(ref.window)}, &ast.StringNode{Value: field}}})
+}
+
+// elementField returns F when n is .F or #.F.
+func elementField(n ast.Node) (string, bool) {
+	m, ok := n.(*ast.MemberNode)
+	if !ok || m.Optional || m.Method {
+		return "", false
+	}
+	if ptr, ok := m.Node.(*ast.PointerNode); !ok || ptr.Name != "" {
+		return "", false
+	}
+	s, ok := m.Property.(*ast.StringNode)
+	if !ok || !identRE.MatchString(s.Value) {
+		return "", false
+	}
+	return s.Value, true
+}
+
+// isBoolean reports whether n always yields a bool (or fails).
+func isBoolean(n ast.Node) bool {
+	switch n := n.(type) {
+	case *ast.BoolNode:
+		return true
+	case *ast.UnaryNode:
+		return n.Operator == "!" || n.Operator == "not"
+	case *ast.BinaryNode:
+		switch n.Operator {
+		case "==", "!=", "<", "<=", ">", ">=", "&&", "||", "and", "or", "in", "matches", "contains", "startsWith", "endsWith":
+			return true
+		}
+	}
+	return false
+}
+
+// elementOnly reports whether a predicate body reads nothing but the
+// element's own fields (.F) and constants: no outer variables, no calls, no
+// nested predicates. Only such a predicate can be evaluated once per event.
+func elementOnly(n ast.Node) bool {
+	ok := true
+	var visit func(n ast.Node)
+	visit = func(n ast.Node) {
+		switch n := n.(type) {
+		case nil:
+		case *ast.MemberNode:
+			if _, isField := elementField(n); isField {
+				return
+			}
+			ok = false
+		case *ast.IdentifierNode, *ast.PointerNode, *ast.CallNode, *ast.PredicateNode, *ast.VariableDeclaratorNode, *ast.ChainNode:
+			ok = false
+		case *ast.BuiltinNode:
+			for _, a := range n.Arguments {
+				if _, isPred := a.(*ast.PredicateNode); isPred {
+					ok = false
+				}
+				visit(a)
+			}
+		default:
+			for _, c := range children(n) {
+				visit(c)
+			}
+		}
+	}
+	visit(n)
+	return ok
+}
+
+// toIdentifiers replaces each .F in an element predicate by the identifier F,
+// so that the predicate compiles as an expression over the event itself.
+func toIdentifiers(slot *ast.Node) {
+	if f, ok := elementField(*slot); ok {
+		ast.Patch(slot, &ast.IdentifierNode{Value: f})
+		return
+	}
+	switch n := (*slot).(type) {
+	case *ast.UnaryNode:
+		toIdentifiers(&n.Node)
+	case *ast.BinaryNode:
+		toIdentifiers(&n.Left)
+		toIdentifiers(&n.Right)
+	case *ast.ConditionalNode:
+		toIdentifiers(&n.Cond)
+		toIdentifiers(&n.Exp1)
+		toIdentifiers(&n.Exp2)
+	case *ast.BuiltinNode:
+		for i := range n.Arguments {
+			toIdentifiers(&n.Arguments[i])
+		}
+	case *ast.ArrayNode:
+		for i := range n.Nodes {
+			toIdentifiers(&n.Nodes[i])
+		}
+	case *ast.MapNode:
+		for i := range n.Pairs {
+			toIdentifiers(&n.Pairs[i])
+		}
+	case *ast.PairNode:
+		toIdentifiers(&n.Key)
+		toIdentifiers(&n.Value)
+	case *ast.SliceNode:
+		toIdentifiers(&n.Node)
+		toIdentifiers(&n.From)
+		toIdentifiers(&n.To)
+	case *ast.MemberNode:
+		toIdentifiers(&n.Node)
+		toIdentifiers(&n.Property)
+	}
+}
+
+// predicate returns the index of the element predicate src of st, adding it
+// when register is set.
+func (st *Stream) predicate(src string, register bool) (int, bool) {
+	if k, ok := st.predIndex[src]; ok {
+		return k, true
+	}
+	if !register || len(st.predicates) >= maxPredicates {
+		return 0, false
+	}
+	if st.predIndex == nil {
+		st.predIndex = map[string]int{}
+	}
+	k := len(st.predicates)
+	st.predIndex[src] = k
+	st.predicates = append(st.predicates, &exprSource{src: src, path: fmt.Sprintf("streams.%s(predicate %d)", st.Name, k),
+		scope: scopeEvent, stream: st.Index, kind: reflect.Bool, untyped: true})
+	return k, true
+}
+
+// featureFuncs are the native functions behind the rewrite, bound to ctx.
+func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
+	marks := func(args []any) ([]Mark, int) {
+		_, m := ctx.History(args[0].(int), int64(args[1].(int)))
+		return m, args[2].(int)
+	}
+	return map[string]func(args ...any) (any, error){
+		fnCount: func(args ...any) (any, error) {
+			ms, k := marks(args)
+			threshold, n := args[3].(int), 0
+			for i := range ms {
+				if err := ms[i].err(k); err != nil {
+					return nil, err
+				}
+				if ms[i].Set&(1<<k) != 0 {
+					if n++; n == threshold {
+						break
+					}
+				}
+			}
+			return n, nil
+		},
+		fnAny: func(args ...any) (any, error) {
+			ms, k := marks(args)
+			for i := range ms {
+				if err := ms[i].err(k); err != nil {
+					return nil, err
+				}
+				if ms[i].Set&(1<<k) != 0 {
+					return true, nil
+				}
+			}
+			return false, nil
+		},
+		fnAll: func(args ...any) (any, error) {
+			ms, k := marks(args)
+			for i := range ms {
+				if err := ms[i].err(k); err != nil {
+					return nil, err
+				}
+				if ms[i].Set&(1<<k) == 0 {
+					return false, nil
+				}
+			}
+			return true, nil
+		},
+		fnNone: func(args ...any) (any, error) {
+			ms, k := marks(args)
+			for i := range ms {
+				if err := ms[i].err(k); err != nil {
+					return nil, err
+				}
+				if ms[i].Set&(1<<k) != 0 {
+					return false, nil
+				}
+			}
+			return true, nil
+		},
+		fnDistinct: func(args ...any) (any, error) {
+			rows, _ := ctx.History(args[0].(int), int64(args[1].(int)))
+			field := args[2].(string)
+			var seen [16]any
+			distinct := seen[:0]
+		next:
+			for _, r := range rows {
+				v := fieldOf(r, field)
+				for _, d := range distinct {
+					if runtime.Equal(v, d) {
+						continue next
+					}
+				}
+				distinct = append(distinct, v)
+			}
+			return len(distinct), nil
+		},
+	}
+}
+
+func (m *Mark) err(k int) error {
+	if m.Failed&(1<<k) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s", (*m.Errs)[k])
+}
+
+// fieldOf is .F of a history element (a Row, or a whole event map).
+func fieldOf(r any, field string) any {
+	switch x := r.(type) {
+	case *stream.Row:
+		v, _ := x.Get(field)
+		return v
+	case map[string]any:
+		return x[field]
+	}
+	return nil
+}
