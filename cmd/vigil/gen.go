@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,6 +28,15 @@ func runGen(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	// workload.Config reads a zero fraction as "the default" and a negative one
+	// as "none": a user who types --fraud 0 means none.
+	fs.Visit(func(f *flag.Flag) {
+		for name, v := range map[string]*float64{"out-of-order": &c.OutOfOrder, "duplicates": &c.Duplicates, "fraud": &c.Fraud} {
+			if f.Name == name && *v == 0 {
+				*v = -1
+			}
+		}
+	})
 	if err := c.Validate(); err != nil {
 		return err
 	}
