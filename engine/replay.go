@@ -88,9 +88,15 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 		})
 	})
 	for range cfg.Decoders {
+		x, err := NewExtractor(rs)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return Stats{}, err
+		}
 		wg.Go(func() {
 			for b := range work {
-				b.decode(names, cfg.MaxRecordBytes)
+				b.decode(names, cfg.MaxRecordBytes, x)
 				close(b.done)
 			}
 		})
@@ -246,7 +252,7 @@ func ignoreEOF(err error) error {
 
 // decode parses every line of the batch. It runs on a worker goroutine and
 // touches nothing but the batch.
-func (b *batch) decode(names map[string]int, maxRecord int) {
+func (b *batch) decode(names map[string]int, maxRecord int, x *Extractor) {
 	b.items = make([]item, 0, len(b.ends))
 	start := 0
 	for i, end := range b.ends {
@@ -261,7 +267,11 @@ func (b *batch) decode(names map[string]int, maxRecord int) {
 		if isBlank(text) {
 			continue
 		}
-		b.items = append(b.items, parseLine(text, lineNo, names))
+		it := parseLine(text, lineNo, names)
+		if !it.control {
+			x.Extract(&it.rec)
+		}
+		b.items = append(b.items, it)
 	}
 }
 

@@ -24,7 +24,16 @@ type Record struct {
 	Value        string         // JSON text of the value
 	Fields       map[string]any // Value decoded, when a decode stage did it already
 	Raw          string         // what a DLQ record echoes: the whole input line, or the value
-	Err          error          // the record could not be read at all: it goes to the DLQ
+	Err          error          // the record cannot be processed: it goes to the DLQ with this reason
+
+	// Set by Extractor.Extract, on the task or ahead of it on a decode stage.
+	Key       string
+	Time      int64
+	ID        string
+	HasID     bool
+	extracted bool
+	row       any        // what history keeps of the event
+	mark      rules.Mark // its element-predicate results
 }
 
 // Stats counts what a task did. Every input record is accounted for: it is
@@ -49,6 +58,7 @@ type Stats struct {
 type Task struct {
 	rs    *rules.Ruleset
 	ev    *rules.Evaluator
+	dec   *Extractor // for records no decode stage extracted
 	emit  func(Output)
 	clock stream.Clock
 	vt    *eventClock // non-nil when processing time is the event-time clock
@@ -108,6 +118,9 @@ func NewTask(rs *rules.Ruleset, emit func(Output), opts ...Option) (*Task, error
 		return nil, err
 	}
 	t.ev = ev
+	if t.dec, err = NewExtractor(rs); err != nil {
+		return nil, err
+	}
 	t.wms = stream.NewWatermarks(t.clock)
 	t.lastSweep = stream.MinTime
 	t.seen = make([]*seenIDs, len(rs.Streams))
@@ -144,39 +157,15 @@ func (t *Task) Watermark() int64 { return t.wm }
 // to the DLQ with the reason; processing goes on.
 func (t *Task) Process(rec *Record) {
 	t.stats.Records++
+	if !rec.extracted {
+		t.dec.Extract(rec)
+	}
 	if rec.Err != nil {
 		t.dlq(rec, rec.Err.Error())
 		return
 	}
-	if rec.Stream < 0 || rec.Stream >= len(t.rs.Streams) {
-		t.dlq(rec, fmt.Sprintf("unknown stream %q", rec.StreamName))
-		return
-	}
 	st := t.rs.Streams[rec.Stream]
-	fields := rec.Fields
-	if fields == nil {
-		var err error
-		if fields, err = decodeObject(rec.Value); err != nil {
-			t.dlq(rec, err.Error())
-			return
-		}
-	}
-	t.ev.SetRecordTime(rec.Timestamp, rec.HasTimestamp)
-	key, err := t.ev.Key(rec.Stream, fields)
-	if err != nil {
-		t.dlq(rec, err.Error())
-		return
-	}
-	ts, err := t.ev.Time(rec.Stream, fields)
-	if err != nil {
-		t.dlq(rec, err.Error())
-		return
-	}
-	id, hasID, err := t.ev.ID(rec.Stream, fields)
-	if st.HasID && err != nil {
-		t.dlq(rec, err.Error())
-		return
-	}
+	ts := rec.Time
 	if now := t.clock.Now(); st.MaxFutureSkew > 0 && now != stream.MinTime && ts > stream.AddSat(now, st.MaxFutureSkew) {
 		t.dlq(rec, fmt.Sprintf("event time %s is more than max_future_skew %s ahead of processing time %s",
 			fmtTime(ts), time.Duration(st.MaxFutureSkew)*time.Millisecond, fmtTime(now)))
@@ -184,45 +173,36 @@ func (t *Task) Process(rec *Record) {
 	}
 	in := t.wms.Input(stream.InputID{Stream: rec.Stream, Partition: rec.Partition}, st.Watermark)
 
-	if hasID {
-		if s := t.seen[rec.Stream].get(id); s != nil {
+	if rec.HasID {
+		if s := t.seen[rec.Stream].get(rec.ID); s != nil {
 			t.stats.Duplicates++
 			if st.Decide != rules.DecideNever {
-				t.reemit(st, id, s)
+				t.reemit(st, rec.ID, s)
 			}
 			t.observe(in, ts)
 			return
 		}
 	}
 
-	ks := t.keyState(key)
+	ks := t.keyState(rec.Key)
 	ks.lastTime = max(ks.lastTime, ts)
 	if st.Retention > 0 {
 		h := &ks.hist[rec.Stream]
-		h.add(ts, project(fields, st.HistoryFields), t.ev.Mark(rec.Stream, fields))
+		h.add(ts, rec.row, rec.mark)
 		t.stats.HistoryOverflow += int64(h.evict(horizon(t.wm, st.Retention), st.MaxHistory))
 	}
 	for _, w := range st.Windows {
-		t.addToWindow(w, ks.key, ts, fields, rec)
+		t.addToWindow(w, ks.key, ts, rec.Fields, rec)
 	}
 	var entry *seen
-	if hasID {
+	if rec.HasID {
 		entry = &seen{key: ks.key, time: ts}
-		t.seen[rec.Stream].put(strings.Clone(id), entry)
+		t.seen[rec.Stream].put(strings.Clone(rec.ID), entry)
 	}
 	if st.Decide != rules.DecideNever {
-		t.decide(st, id, ks, ts, fields, entry)
+		t.decide(st, rec.ID, ks, ts, rec.Fields, entry)
 	}
 	t.observe(in, ts)
-}
-
-// project reduces an event to what history() readers need: a Row of the
-// fields rules read, or the whole field map when some rule reads events whole.
-func project(fields map[string]any, keep []string) any {
-	if keep == nil {
-		return fields
-	}
-	return stream.NewRow(keep, fields)
 }
 
 func decodeObject(text string) (map[string]any, error) {
