@@ -23,7 +23,7 @@ type Evaluator struct {
 	key, time, id []program // per stream
 	where         []program // per window
 	args          [][]program
-	when, reason  []program // per rule
+	when, reason  []program   // per rule
 	preds         [][]program // per stream: element predicates of history features
 }
 

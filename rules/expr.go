@@ -64,7 +64,7 @@ type exprSource struct {
 	// untyped compiles without the stream's declared fields (element
 	// predicates keep the types their history elements had: unknown).
 	untyped bool
-	offset int // of src within the document value (aggregate arguments)
+	offset  int // of src within the document value (aggregate arguments)
 	// field is set when the expression is a bare field name: the task reads the
 	// map directly instead of running the VM.
 	field string

@@ -61,7 +61,8 @@ var (
 	// isSpace holds the JSON whitespace bytes.
 	isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 	// plainASCII holds the bytes that stand for themselves in a string and
-	// need no UTF-8 check: printable ASCII except '"' and '\\'.
+	// need no UTF-8 check: printable ASCII (DEL included) except '"' and
+	// '\\'. Decoding keeps them as they are and encoding writes them unescaped.
 	plainASCII [256]bool
 	// plainSkip holds the bytes a string may contain unescaped, for
 	// validation only: all but '"', '\\' and control characters.
@@ -137,6 +138,7 @@ func decodePrefix(s string) (any, int, error) {
 
 // Decode decodes s, which must hold exactly one JSON value (surrounding whitespace allowed).
 // Strings without escape sequences are substrings of s (no copy), so callers pass a string they keep.
+// (A string holding invalid UTF-8 is copied too, to replace it with U+FFFD.)
 // An error is a *SyntaxError.
 func Decode(s string) (any, error) {
 	v, n, err := decodePrefix(s)
@@ -302,6 +304,16 @@ func (d *decoder) object(i int) (any, int, error) {
 	m := make(map[string]any, len(members))
 	for _, e := range members {
 		m[e.k] = e.v
+	}
+	if len(m) < len(members)/2 {
+		// Mostly duplicate keys: do not hand back a map sized for all of
+		// them, which hostile input could use to pin memory. (maps.Clone
+		// would keep the size.)
+		small := make(map[string]any, len(m))
+		for k, v := range m {
+			small[k] = v
+		}
+		m = small
 	}
 	clear(members)
 	d.kvs = d.kvs[:base]

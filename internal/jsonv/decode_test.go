@@ -3,6 +3,7 @@ package jsonv
 import (
 	"errors"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func TestDecodeValid(t *testing.T) {
 			t.Errorf("Decode(%q): %v", tt.in, err)
 			continue
 		}
-		if diff := cmp.Diff(tt.want, got); diff != "" {
+		if diff := cmp.Diff(tt.want, got, cmpOpts); diff != "" {
 			t.Errorf("Decode(%q) mismatch (-want +got):\n%s", tt.in, diff)
 		}
 		if f, ok := tt.want.(float64); ok && math.Signbit(f) != math.Signbit(got.(float64)) {
@@ -220,7 +221,7 @@ func TestDecodePrefix(t *testing.T) {
 			t.Errorf("DecodePrefix(%q) = _, %d, %v; want n %d", tt.in, n, err, tt.n)
 			continue
 		}
-		if diff := cmp.Diff(tt.want, got); diff != "" {
+		if diff := cmp.Diff(tt.want, got, cmpOpts); diff != "" {
 			t.Errorf("DecodePrefix(%q) mismatch (-want +got):\n%s", tt.in, diff)
 		}
 		if sn, err := Skip(tt.in); sn != n || err != nil {
@@ -253,7 +254,7 @@ func TestObject(t *testing.T) {
 	if want := strings.Index(in, " tail"); n != want {
 		t.Errorf("n = %d, want %d", n, want)
 	}
-	if diff := cmp.Diff([]string{"amount", "skip", "aé", "amount"}, keys); diff != "" {
+	if diff := cmp.Diff([]string{"amount", "skip", "aé", "amount"}, keys, cmpOpts); diff != "" {
 		t.Errorf("keys mismatch (-want +got):\n%s", diff)
 	}
 	if amount != 42.5 {
@@ -315,7 +316,7 @@ func TestDecodeReuse(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []any{map[string]any{"c": []any{4.0}}, 5.0}
-		if diff := cmp.Diff(want, v); diff != "" {
+		if diff := cmp.Diff(want, v, cmpOpts); diff != "" {
 			t.Fatalf("mismatch (-want +got):\n%s", diff)
 		}
 	}
@@ -336,5 +337,31 @@ func TestDecodeAllocs(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { _, _ = Skip(typicalRecord) }); n != 0 {
 		t.Errorf("Skip(typical record) allocates %v times, want 0", n)
+	}
+}
+
+// TestDecodeDuplicateKeysMemory checks that an object made mostly of one
+// repeated key decodes to a small map, not one sized for every member.
+func TestDecodeDuplicateKeysMemory(t *testing.T) {
+	const members = 1 << 17
+	in := "{" + strings.Repeat(`"a":0,`, members) + `"b":true}`
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	v, err := Decode(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retained := int64(heap()) - int64(before)
+	if diff := cmp.Diff(map[string]any{"a": 0.0, "b": true}, v, cmpOpts); diff != "" {
+		t.Errorf("mismatch (-want +got):\n%s", diff)
+	}
+	runtime.KeepAlive(v)
+	if retained > 1<<20 {
+		t.Errorf("decoded map of 2 keys retains %d bytes", retained)
 	}
 }

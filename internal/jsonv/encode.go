@@ -308,15 +308,6 @@ func cyclic(v any, path map[container]bool) bool {
 	return false
 }
 
-// safeASCII holds the ASCII bytes a JSON string holds unescaped.
-var safeASCII [utf8.RuneSelf]bool
-
-func init() {
-	for c := range utf8.RuneSelf {
-		safeASCII[c] = c >= 0x20 && c != '"' && c != '\\'
-	}
-}
-
 const hexDigits = "0123456789abcdef"
 
 // AppendString appends s as a JSON string literal (same escaping as Append).
@@ -325,11 +316,11 @@ func AppendString(dst []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
+		if plainASCII[c] {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if safeASCII[c] {
-				i++
-				continue
-			}
 			dst = append(dst, s[start:i]...)
 			switch c {
 			case '"', '\\':
