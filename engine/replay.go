@@ -37,8 +37,9 @@ type ReplayConfig struct {
 // and everything fires. The same input gives the same bytes.
 //
 // Lines are read and decoded by a small pipeline (a reader and Decoders
-// workers, each batch handed on in order); one goroutine runs the task. All
-// of them have returned when Replay returns.
+// workers, each batch handed on in order), then run by one task per input
+// partition, as the service runs them (taskSet). All goroutines have returned
+// when Replay returns.
 func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer, cfg ReplayConfig) (Stats, error) {
 	if cfg.MaxRecordBytes <= 0 {
 		cfg.MaxRecordBytes = DefaultMaxRecordBytes
@@ -48,16 +49,12 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 	}
 	w := bufio.NewWriterSize(out, 1<<20)
 	var werr error
-	task, err := NewTask(rs, func(o Output) {
-		if werr != nil {
-			return
+	tasks := newTaskSet(rs, func(b []byte) {
+		if werr == nil {
+			_, werr = w.Write(b)
 		}
-		w.Write(o.Value)
-		werr = w.WriteByte('\n')
 	})
-	if err != nil {
-		return Stats{}, err
-	}
+	defer tasks.close()
 	names := make(map[string]int, len(rs.Streams))
 	for i, st := range rs.Streams {
 		names[st.Name] = i
@@ -116,14 +113,7 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 			stopped = true
 			continue
 		}
-		for i := range b.items {
-			it := &b.items[i]
-			if it.control {
-				task.RaiseWatermark(it.stream, it.partition, it.watermark)
-				continue
-			}
-			task.Process(&it.rec)
-		}
+		tasks.run(b)
 		if werr != nil {
 			stopped = true
 			cancel()
@@ -131,27 +121,27 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 		}
 		if cfg.Progress != nil && time.Since(lastReport) >= time.Second {
 			lastReport = time.Now()
-			cfg.Progress(task.stats.Records, time.Since(start))
+			cfg.Progress(tasks.stats().Records, time.Since(start))
 		}
 	}
 	cancel()
 	wg.Wait()
 	switch {
 	case parent.Err() != nil:
-		return task.Stats(), parent.Err()
+		return tasks.stats(), parent.Err()
 	case rerr != nil:
-		return task.Stats(), fmt.Errorf("read input: %w", rerr)
+		return tasks.stats(), fmt.Errorf("read input: %w", rerr)
 	case werr != nil:
-		return task.Stats(), fmt.Errorf("write output: %w", werr)
+		return tasks.stats(), fmt.Errorf("write output: %w", werr)
 	}
-	task.Finish()
+	tasks.finish()
 	if werr == nil {
 		werr = w.Flush()
 	}
 	if werr != nil {
-		return task.Stats(), fmt.Errorf("write output: %w", werr)
+		return tasks.stats(), fmt.Errorf("write output: %w", werr)
 	}
-	return task.Stats(), nil
+	return tasks.stats(), nil
 }
 
 // batch is a run of input lines, decoded by a worker while the task

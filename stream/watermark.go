@@ -106,8 +106,8 @@ func (w *Watermarks) RaiseAll(wm int64) {
 }
 
 // Current recomputes and returns the task watermark: the minimum over the
-// inputs that are not idle, never lower than before. With every input idle (or
-// none known) it stays where it is.
+// inputs that are not idle, never lower than before nor than a RaiseAll
+// watermark. With every input idle (or none known) it stays where it is.
 func (w *Watermarks) Current() int64 {
 	now := w.clock.Now()
 	lowest, active := MaxTime, false
@@ -121,6 +121,8 @@ func (w *Watermarks) Current() int64 {
 	if active && lowest > w.current {
 		w.current = lowest
 	}
+	// Every input, including those not seen yet, is at least at the floor.
+	w.current = max(w.current, w.floor)
 	return w.current
 }
 

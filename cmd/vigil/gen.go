@@ -13,7 +13,7 @@ import (
 )
 
 func runGen(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("gen", "gen [--users N] [--events N] [--seed S] [--out FILE] [--truth FILE]", stderr)
+	fs := newFlags("gen", "gen [--users N] [--events N] [--seed S] [--partitions P] [--out FILE] [--truth FILE]", stderr)
 	var c workload.Config
 	fs.IntVar(&c.Users, "users", workload.DefaultUsers, "distinct users")
 	fs.IntVar(&c.Events, "events", workload.DefaultEvents, "records to write")
@@ -23,6 +23,7 @@ func runGen(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&c.OutOfOrder, "out-of-order", workload.DefaultOutOfOrder, "fraction of events written late")
 	fs.Float64Var(&c.Duplicates, "duplicates", workload.DefaultDuplicates, "fraction of transactions sent twice")
 	fs.Float64Var(&c.Fraud, "fraud", workload.DefaultFraud, "fraction of users with a planted fraud case")
+	fs.IntVar(&c.Partitions, "partitions", 1, "spread users over this many input partitions (replay runs a task per partition)")
 	outPath := fs.String("out", "-", "output file; - writes standard output")
 	truthPath := fs.String("truth", "", "also write the planted fraud cases (NDJSON) to this file")
 	if err := parse(fs, args); err != nil {

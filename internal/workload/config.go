@@ -65,6 +65,9 @@ type Config struct {
 	Duplicates float64
 	// Fraud is the fraction of users given one planted fraud case.
 	Fraud float64
+	// Partitions spreads users over this many input partitions (each line
+	// then carries "partition"); 0 or 1 writes one partition, 0, and no field.
+	Partitions int
 }
 
 // Validate reports every problem with c, joined into one error (nil if none):
@@ -73,6 +76,9 @@ type Config struct {
 // of the events could hold.
 func (c Config) Validate() error {
 	var errs []error
+	if c.Partitions < 0 || c.Partitions > 1024 {
+		errs = append(errs, fmt.Errorf("workload: Partitions must be between 0 and 1024, got %d", c.Partitions))
+	}
 	if c.Users < 0 {
 		errs = append(errs, fmt.Errorf("workload: Users must not be negative, got %d", c.Users))
 	}

@@ -17,7 +17,7 @@
 //   - Every event is generated in event-time order; an event chosen to be late is
 //     held back and written at most MaxDelay ms of event time after its own time.
 //     Hence no line's time is more than MaxDelay behind the largest time written
-//     before it on its stream (there is one partition, 0).
+//     before it on its stream (on its partition, and on the whole output).
 //   - A duplicate is a byte-identical copy of an earlier transaction line (same
 //     tx_id, same value), written at most MaxDelay ms of event time after the
 //     transaction's time.

@@ -36,8 +36,10 @@ type event struct {
 	mustFlag bool
 }
 
-// appendRecord appends e as one NDJSON line, newline included.
-func appendRecord(b []byte, e *event) []byte {
+// appendRecord appends e as one NDJSON line, newline included. With more
+// than one partition the line carries the user's partition, as a Kafka
+// producer keyed by user_id would choose it.
+func appendRecord(b []byte, e *event, partitions int) []byte {
 	switch e.kind {
 	case kindTx:
 		b = append(b, `{"stream":"transactions","value":{"tx_id":"t`...)
@@ -87,7 +89,18 @@ func appendRecord(b []byte, e *event) []byte {
 		}
 	}
 	b = strconv.AppendInt(b, e.ts, 10)
-	return append(b, "}}\n"...)
+	if partitions <= 1 {
+		return append(b, "}}\n"...)
+	}
+	b = append(b, `},"partition":`...)
+	b = strconv.AppendInt(b, int64(partitionOf(e.user, partitions)), 10)
+	return append(b, "}\n"...)
+}
+
+// partitionOf spreads users over partitions with a multiplicative hash, so
+// that neighbouring user numbers land on different partitions.
+func partitionOf(user int64, partitions int) int {
+	return int((uint64(user) * 0x9E3779B97F4A7C15 >> 32) % uint64(partitions))
 }
 
 // appendPadded appends n (non-negative) in decimal, zero-padded to width digits.

@@ -138,7 +138,7 @@ func (g *generator) hold(e event, arrival int64) {
 
 // write formats e and writes it out.
 func (g *generator) write(e *event) error {
-	g.line = appendRecord(g.line[:0], e)
+	g.line = appendRecord(g.line[:0], e, g.c.Partitions)
 	_, err := g.out.Write(g.line)
 	return err
 }

@@ -656,3 +656,40 @@ func (w countingWriter) Write(p []byte) (int, error) {
 	*w.n += int64(len(p))
 	return len(p), nil
 }
+
+func TestPartitions(t *testing.T) {
+	var one, four bytes.Buffer
+	if _, err := Generate(&one, Config{Users: 200, Events: 2000, Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Generate(&four, Config{Users: 200, Events: 2000, Seed: 5, Partitions: 4}); err != nil {
+		t.Fatal(err)
+	}
+	lines1 := strings.Split(strings.TrimSpace(one.String()), "\n")
+	lines4 := strings.Split(strings.TrimSpace(four.String()), "\n")
+	seen := map[string]int{}
+	for i, l := range lines4 {
+		var rec struct {
+			Value     map[string]any
+			Partition *int
+		}
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec.Partition == nil {
+			t.Fatalf("line %d: %v, partition %v: %s", i, err, rec.Partition, l)
+		}
+		user := rec.Value["user_id"].(string)
+		if p, ok := seen[user]; ok && p != *rec.Partition {
+			t.Fatalf("user %s on partitions %d and %d", user, p, *rec.Partition)
+		}
+		seen[user] = *rec.Partition
+		if want := strings.TrimSuffix(lines1[i], "}"); !strings.HasPrefix(l, want) {
+			t.Fatalf("line %d differs beyond the partition field:\n%s\n%s", i, lines1[i], l)
+		}
+	}
+	count := map[int]int{}
+	for _, p := range seen {
+		count[p]++
+	}
+	if len(count) != 4 {
+		t.Errorf("users on %d partitions, want 4: %v", len(count), count)
+	}
+}
