@@ -291,7 +291,7 @@ func parseLine(text string, lineNo int64, names map[string]int) item {
 		it.control = false
 		return it
 	}
-	_, err := jsonv.Object(text, func(key, rest string) (int, error) {
+	n, err := jsonv.Object(text, func(key, rest string) (int, error) {
 		switch key {
 		case "stream":
 			v, n, err := jsonv.DecodePrefix(rest)
@@ -325,6 +325,9 @@ func parseLine(text string, lineNo int64, names map[string]int) item {
 		}
 		return 0, fmt.Errorf("unknown field %q (want stream, value, partition, key, timestamp or watermark)", key)
 	})
+	if err == nil && !isBlank(text[n:]) {
+		err = fmt.Errorf("unexpected text after the record at offset %d", n)
+	}
 	if err != nil {
 		return bad(fmt.Errorf("line %d: %w", lineNo, err))
 	}

@@ -93,12 +93,6 @@ func skipSpace(s string, i int) int {
 	return i
 }
 
-// kv is a decoded object member waiting on the decoder's stack.
-type kv struct {
-	k string
-	v any
-}
-
 // decoder holds the state of one Decode or DecodePrefix call. Its stacks
 // collect the elements of the arrays and objects being decoded, so that each
 // []any and map[string]any is allocated once at its final size. Entries past
@@ -108,7 +102,7 @@ type decoder struct {
 	s     string
 	depth int
 	elems []any
-	kvs   []kv
+	kvs   []member[any]
 	buf   []byte // scratch for unescaping strings
 }
 
@@ -290,7 +284,7 @@ func (d *decoder) object(i int) (any, int, error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		d.kvs = append(d.kvs, kv{k, v})
+		d.kvs = append(d.kvs, member[any]{k, v})
 		if i = skipSpace(s, j); i < len(s) && s[i] == ',' {
 			i = skipSpace(s, i+1)
 			continue

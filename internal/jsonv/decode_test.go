@@ -1,10 +1,12 @@
 package jsonv
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -331,9 +333,9 @@ func TestDecodeAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 1 map (header and one group), 6 boxed strings, 2 boxed numbers.
-	const max = 10
-	if n := testing.AllocsPerRun(100, func() { _, _ = Decode(typicalRecord) }); n > max {
-		t.Errorf("Decode(typical record) allocates %v times, want <= %d", n, max)
+	const maxAllocs = 10
+	if n := testing.AllocsPerRun(100, func() { _, _ = Decode(typicalRecord) }); n > maxAllocs {
+		t.Errorf("Decode(typical record) allocates %v times, want <= %d", n, maxAllocs)
 	}
 	if n := testing.AllocsPerRun(100, func() { _, _ = Skip(typicalRecord) }); n != 0 {
 		t.Errorf("Skip(typical record) allocates %v times, want 0", n)
@@ -364,4 +366,30 @@ func TestDecodeDuplicateKeysMemory(t *testing.T) {
 	if retained > 1<<20 {
 		t.Errorf("decoded map of 2 keys retains %d bytes", retained)
 	}
+}
+
+// TestDecodeConcurrent shares the decoder pool between goroutines; run it
+// with -race.
+func TestDecodeConcurrent(t *testing.T) {
+	inputs := []string{typicalRecord, nestedRecord, `[1,[2,[3,"x\n"]]]`, `{"a":{"b":[{"c":"d"}]}}`, `[1,{"a":[2`}
+	want := make([]any, len(inputs))
+	for i, in := range inputs {
+		if err := json.Unmarshal([]byte(in), &want[i]); err != nil {
+			want[i] = err
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 500 {
+				k := (g + i) % len(inputs)
+				got, err := Decode(inputs[k])
+				if _, bad := want[k].(error); bad != (err != nil) || (err == nil && !jsonEqual(want[k], got)) {
+					t.Errorf("Decode(%q) = %v, %v; want %v", inputs[k], got, err, want[k])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

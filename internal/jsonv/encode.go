@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -138,16 +139,16 @@ func appendMapAny(dst []byte, m map[string]any, depth int) ([]byte, bool) {
 	if depth++; depth > maxAppendDepth {
 		return dst, false
 	}
-	var buf [16]string
+	var buf [16]member[any]
 	dst = append(dst, '{')
-	for i, k := range sortedKeys(m, buf[:0]) {
+	for i, e := range sortedMembers(m, buf[:0]) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = AppendString(dst, k)
+		dst = AppendString(dst, e.k)
 		dst = append(dst, ':')
 		var ok bool
-		if dst, ok = appendValue(dst, m[k], depth); !ok {
+		if dst, ok = appendValue(dst, e.v, depth); !ok {
 			return dst, false
 		}
 	}
@@ -159,27 +160,44 @@ func appendMap[V any](dst []byte, m map[string]V, appendElem func([]byte, V) []b
 	if m == nil {
 		return append(dst, "null"...)
 	}
-	var buf [16]string
+	var buf [16]member[V]
 	dst = append(dst, '{')
-	for i, k := range sortedKeys(m, buf[:0]) {
+	for i, e := range sortedMembers(m, buf[:0]) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = AppendString(dst, k)
+		dst = AppendString(dst, e.k)
 		dst = append(dst, ':')
-		dst = appendElem(dst, m[k])
+		dst = appendElem(dst, e.v)
 	}
 	return append(dst, '}')
 }
 
-// sortedKeys appends the keys of m to keys and sorts them bytewise, as
-// encoding/json orders them.
-func sortedKeys[V any](m map[string]V, keys []string) []string {
-	for k := range m {
-		keys = append(keys, k)
+// member is a map entry: one to encode, or a decoded object member waiting
+// on the decoder's stack.
+type member[V any] struct {
+	k string
+	v V
+}
+
+// sortedMembers appends the entries of m to members and sorts them by key,
+// bytewise, as encoding/json orders them. Sorting entries rather than keys
+// saves looking each key up again.
+func sortedMembers[V any](m map[string]V, members []member[V]) []member[V] {
+	for k, v := range m {
+		members = append(members, member[V]{k, v})
 	}
-	slices.Sort(keys)
-	return keys
+	if len(members) > 16 {
+		slices.SortFunc(members, func(a, b member[V]) int { return strings.Compare(a.k, b.k) })
+		return members
+	}
+	// Insertion sort: fastest for the few members of typical records.
+	for i := 1; i < len(members); i++ {
+		for j := i; j > 0 && members[j].k < members[j-1].k; j-- {
+			members[j], members[j-1] = members[j-1], members[j]
+		}
+	}
+	return members
 }
 
 func appendInt64(dst []byte, v int64) []byte { return strconv.AppendInt(dst, v, 10) }

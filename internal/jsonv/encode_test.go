@@ -64,6 +64,14 @@ func TestAppendMatchesEncodingJSON(t *testing.T) {
 		[]any{point{}, json.Number("7"), int8(-1), float32(0.5), map[string]string{"x": "y"}},
 		map[string]any{"t": time.Date(2020, 2, 29, 12, 0, 0, 0, time.UTC), "n": json.Number("3"), "f": float32(1.5)},
 	}
+	// Maps past the size Append sorts with insertion sort.
+	big, bigStrings := map[string]any{}, map[string]string{}
+	for i := range 40 {
+		k := string(rune('z'-i%26)) + strings.Repeat("k", i%3) + string(rune('0'+i%10))
+		big[k] = float64(i)
+		bigStrings[k] = k
+	}
+	values = append(values, big, bigStrings)
 	for _, v := range values {
 		want, err := stdEncode(v)
 		if err != nil {

@@ -91,20 +91,24 @@ func checkDecode(t *testing.T, s string) {
 		t.Fatalf("DecodePrefix(%q) error = %v, Decode error = %v", s, perr, err)
 	}
 
-	// Object, decoding each member with DecodePrefix, rebuilds the map.
-	if m, ok := pv.(map[string]any); ok && perr == nil {
-		rebuilt := map[string]any{}
-		on, oerr := Object(s, func(key, rest string) (int, error) {
-			v, n, err := DecodePrefix(rest)
-			rebuilt[key] = v
-			return n, err
-		})
+	// Object, decoding each member with DecodePrefix, rebuilds the map, or
+	// fails like DecodePrefix. (Nesting is the exception: fn decodes each
+	// member from depth 0.)
+	rebuilt := map[string]any{}
+	on, oerr := Object(s, func(key, rest string) (int, error) {
+		v, n, err := DecodePrefix(rest)
+		rebuilt[key] = v
+		return n, err
+	})
+	if m, ok := pv.(map[string]any); ok {
 		if oerr != nil || on != pn {
 			t.Fatalf("Object(%q) = %d, %v; DecodePrefix consumed %d", s, on, oerr, pn)
 		}
 		if diff := cmp.Diff(m, rebuilt, cmpOpts); diff != "" {
 			t.Fatalf("Object(%q) mismatch (-DecodePrefix +Object):\n%s", s, diff)
 		}
+	} else if oerr == nil && (perr == nil || perr.(*SyntaxError).Msg != msgDepth) {
+		t.Fatalf("Object(%q) succeeded; DecodePrefix = %v, %v", s, pv, perr)
 	}
 }
 
