@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/vigil-cep/vigil/rules"
@@ -43,15 +44,18 @@ func (h *history) evict(horizon int64, maxLen int) (overflow int) {
 	if n == 0 {
 		return 0
 	}
-	clear(h.values[:n]) // let the dropped events be collected
-	clear(h.marks[:n])
-	h.times = h.times[n:]
-	h.values = h.values[n:]
-	h.marks = h.marks[n:]
-	if cap(h.times) > 64 && len(h.times) < cap(h.times)/4 {
-		h.times = append([]int64(nil), h.times...)
-		h.values = append([]any(nil), h.values...)
-		h.marks = append([]rules.Mark(nil), h.marks...)
+	// Move the survivors to the front rather than reslicing: the arrays keep
+	// their capacity, so the next appends do not reallocate.
+	k := copy(h.times, h.times[n:])
+	copy(h.values, h.values[n:])
+	copy(h.marks, h.marks[n:])
+	clear(h.values[k:]) // let the dropped events be collected
+	clear(h.marks[k:])
+	h.times, h.values, h.marks = h.times[:k], h.values[:k], h.marks[:k]
+	if cap(h.times) > 64 && k < cap(h.times)/4 {
+		h.times = slices.Clone(h.times) // release a backing array sized for a burst
+		h.values = slices.Clone(h.values)
+		h.marks = slices.Clone(h.marks)
 	}
 	return overflow
 }

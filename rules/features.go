@@ -362,8 +362,13 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 		next:
 			for _, r := range rows {
 				v := fieldOf(r, field)
+				vs, isStr := v.(string)
 				for _, d := range distinct {
-					if runtime.Equal(v, d) {
+					if ds, ok := d.(string); ok && isStr {
+						if vs == ds { // what runtime.Equal decides for two strings, without its type switch
+							continue next
+						}
+					} else if runtime.Equal(v, d) {
 						continue next
 					}
 				}
