@@ -67,23 +67,31 @@ rules:
   card_testing: {stream: tx, action: block, score: 90, when: 'count(history("tx", "1m"), .amount <= 2) >= 5'}
   big: {stream: tx, action: review, score: 10, when: 'amount >= 1000 && currency == "EUR"'}
 `
-	rs, err := Load([]byte(doc))
-	if err != nil {
-		b.Fatal(err)
-	}
-	names := rs.Streams[0].HistoryFields
-	for _, n := range []int{1, 10, 100} {
-		hist := make([]any, n)
-		for i := range hist {
-			hist[i] = stream.NewRow(names, map[string]any{"ip": fmt.Sprintf("10.0.0.%d", i%4), "amount": float64(i)})
-		}
-		ev, err := rs.NewEvaluator(func(int, int64) ([]any, []Mark) { return hist, nil })
+	for _, features := range []bool{true, false} {
+		rs, err := Load([]byte(doc), Features(features))
 		if err != nil {
 			b.Fatal(err)
 		}
+		benchmarkRules(b, rs, fmt.Sprintf("features=%v", features))
+	}
+}
+
+func benchmarkRules(b *testing.B, rs *Ruleset, label string) {
+	names := rs.Streams[0].HistoryFields
+	for _, n := range []int{1, 10, 100} {
+		hist := make([]any, n)
+		marks := make([]Mark, n)
+		ev, err := rs.NewEvaluator(func(int, int64) ([]any, []Mark) { return hist, marks })
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range hist {
+			fields := map[string]any{"ip": fmt.Sprintf("10.0.0.%d", i%4), "amount": float64(i % 5)}
+			hist[i], marks[i] = stream.NewRow(names, fields), ev.Mark(0, fields)
+		}
 		event := map[string]any{"tx_id": "t1", "user_id": "u1", "amount": 42.5, "currency": "EUR", "ip": "10.0.0.1", "ts": 1000.0}
 		for ri, r := range rs.Rules {
-			b.Run(fmt.Sprintf("%s/history=%d", r.Name, n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/%s/history=%d", r.Name, label, n), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					if _, err := ev.When(ri, event); err != nil {
