@@ -237,11 +237,6 @@ func (w *costWalker) walk(n ast.Node, inPred int) bool {
 				w.fail(n, fmt.Errorf("unknown function %s()", id.Value))
 			}
 		}
-		h := w.walk(n.Callee, inPred)
-		for _, a := range n.Arguments {
-			h = w.walk(a, inPred) || h
-		}
-		return h
 	case *ast.IdentifierNode:
 		if w.histVars[n.Value] {
 			if inPred > 0 {
@@ -261,52 +256,12 @@ func (w *costWalker) walk(n ast.Node, inPred int) bool {
 		if n.Name == "now" {
 			w.fail(n, errors.New("now() is not available: rules run in event time, so a replay decides the same way (use the event's time field)"))
 		}
-		h := false
-		for _, a := range n.Arguments {
-			h = w.walk(a, inPred) || h
-		}
-		return h
-	case *ast.UnaryNode:
-		return w.walk(n.Node, inPred)
-	case *ast.BinaryNode:
-		l := w.walk(n.Left, inPred)
-		return w.walk(n.Right, inPred) || l
-	case *ast.ChainNode:
-		return w.walk(n.Node, inPred)
-	case *ast.MemberNode:
-		p := w.walk(n.Property, inPred)
-		return w.walk(n.Node, inPred) || p
-	case *ast.SliceNode:
-		a := w.walk(n.From, inPred)
-		b := w.walk(n.To, inPred)
-		return w.walk(n.Node, inPred) || a || b
-	case *ast.ConditionalNode:
-		a := w.walk(n.Cond, inPred)
-		b := w.walk(n.Exp1, inPred)
-		return w.walk(n.Exp2, inPred) || a || b
-	case *ast.SequenceNode:
-		h := false
-		for _, x := range n.Nodes {
-			h = w.walk(x, inPred) || h
-		}
-		return h
-	case *ast.ArrayNode:
-		h := false
-		for _, x := range n.Nodes {
-			h = w.walk(x, inPred) || h
-		}
-		return h
-	case *ast.MapNode:
-		h := false
-		for _, x := range n.Pairs {
-			h = w.walk(x, inPred) || h
-		}
-		return h
-	case *ast.PairNode:
-		k := w.walk(n.Key, inPred)
-		return w.walk(n.Value, inPred) || k
 	}
-	return false
+	h := false
+	for _, c := range children(n) {
+		h = w.walk(c, inPred) || h
+	}
+	return h
 }
 
 func (w *costWalker) checkHistoryCall(n *ast.CallNode, inPred int) {

@@ -318,41 +318,22 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 			}
 			return n, nil
 		},
+		// any, all and none stop at the first element that decides them, as
+		// expr's builtins do, so that a later failing element is not reached.
 		fnAny: func(args ...any) (any, error) {
 			ms, k := marks(args)
-			for i := range ms {
-				if err := ms[i].err(k); err != nil {
-					return nil, err
-				}
-				if ms[i].Set&(1<<k) != 0 {
-					return true, nil
-				}
-			}
-			return false, nil
+			found, err := scanMarks(ms, k, true)
+			return found, err
 		},
 		fnAll: func(args ...any) (any, error) {
 			ms, k := marks(args)
-			for i := range ms {
-				if err := ms[i].err(k); err != nil {
-					return nil, err
-				}
-				if ms[i].Set&(1<<k) == 0 {
-					return false, nil
-				}
-			}
-			return true, nil
+			found, err := scanMarks(ms, k, false)
+			return !found, err
 		},
 		fnNone: func(args ...any) (any, error) {
 			ms, k := marks(args)
-			for i := range ms {
-				if err := ms[i].err(k); err != nil {
-					return nil, err
-				}
-				if ms[i].Set&(1<<k) != 0 {
-					return false, nil
-				}
-			}
-			return true, nil
+			found, err := scanMarks(ms, k, true)
+			return !found, err
 		},
 		fnDistinct: func(args ...any) (any, error) {
 			rows, _ := ctx.History(args[0].(int), int64(args[1].(int)))
@@ -377,6 +358,20 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 			return len(distinct), nil
 		},
 	}
+}
+
+// scanMarks walks marks in order until one has predicate k equal to want,
+// failing at a mark where k failed first.
+func scanMarks(ms []Mark, k int, want bool) (found bool, err error) {
+	for i := range ms {
+		if err := ms[i].err(k); err != nil {
+			return false, err
+		}
+		if (ms[i].Set&(1<<k) != 0) == want {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func (m *Mark) err(k int) error {
