@@ -1,0 +1,23 @@
+// Package engine runs a compiled ruleset over records: the Task (DESIGN §2, one
+// per input partition) and the replay driver.
+//
+// A record goes through two halves. The Extractor, stateless, decodes the
+// value and evaluates the stream's key, time and id, and prepares what history
+// keeps of it; any goroutine can run it ahead of the task. The Task owns all
+// keyed state of its partition: idempotency ids, per-key history, window
+// operators and the watermarks; for each record it deduplicates, keeps history,
+// updates windows, decides (rules), then moves the watermark, which fires
+// windows and expires state.
+//
+// Ownership: a Task is not safe for concurrent use; exactly one goroutine
+// feeds it and receives its outputs, in processing order, through its emit
+// function. Replay reads and decodes on a pipeline (reader, decode workers),
+// runs one Task per partition on its own goroutine (taskSet), and merges their
+// outputs by input line, then partition. Every goroutine Replay starts has
+// returned when it returns.
+//
+// Invariants: every input record is counted once (processed, a duplicate, or
+// DLQ with its reason); outputs depend only on the input and the ruleset, so a
+// replay gives the same bytes every time; state is bounded by retention, the
+// per-key history cap and the window lifetimes.
+package engine
