@@ -16,10 +16,12 @@ const (
 	KindWindow
 	KindLate
 	KindDLQ
+	KindMatch
+	KindTimeout
 )
 
 func (k Kind) String() string {
-	return [...]string{"decision", "window", "late", "dlq"}[k]
+	return [...]string{"decision", "window", "late", "dlq", "match", "timeout"}[k]
 }
 
 // Output is one record the task emits. Value is the JSON record of DESIGN §5;

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vigil-cep/vigil/cep"
 	"github.com/vigil-cep/vigil/internal/jsonv"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/stream"
@@ -47,6 +48,9 @@ type Stats struct {
 	Late            int64 `json:"late"`
 	RuleErrors      int64 `json:"rule_errors"`
 	HistoryOverflow int64 `json:"history_overflow"`
+	Matches         int64 `json:"matches"`
+	Timeouts        int64 `json:"timeouts"`
+	PartialsDropped int64 `json:"partials_dropped"`
 	Keys            int   `json:"keys"`
 	Watermark       int64 `json:"watermark"`
 }
@@ -70,7 +74,12 @@ type Task struct {
 	windows   []*window.Operator
 	fire      []func(window.Result) // per window, built once
 	args      [][]any               // per window, scratch
-	cur       *keyState             // the key whose event is being decided, for history()
+	patterns  []*patternOp
+	matchFn   []func(cep.Match)   // per pattern, built once
+	timeoutFn []func(cep.Timeout) // per pattern, built once
+	patKey    string              // the key whose NFA is running
+	seq       uint64              // arrival order of pattern events
+	cur       *keyState           // the key whose event is being decided, for history()
 	curTime   int64
 	lastSweep int64
 
@@ -138,12 +147,25 @@ func NewTask(rs *rules.Ruleset, emit func(Output), opts ...Option) (*Task, error
 		t.args = append(t.args, make([]any, len(w.Aggs)))
 		t.fire = append(t.fire, func(r window.Result) { t.emitWindow(i, r) })
 	}
+	for i, p := range rs.Patterns {
+		t.patterns = append(t.patterns, &patternOp{p: p, nfa: ev.NFA(i), keys: make(map[string]*patternKey)})
+		t.matchFn = append(t.matchFn, func(m cep.Match) { t.onMatch(i, m) })
+		t.timeoutFn = append(t.timeoutFn, func(to cep.Timeout) { t.onTimeout(i, to) })
+	}
 	return t, nil
 }
 
 // Stats returns the task's counters.
 func (t *Task) Stats() Stats {
 	s := t.stats
+	n, _ := t.ev.ConditionErrors()
+	s.RuleErrors += n
+	for _, op := range t.patterns {
+		s.PartialsDropped += op.dropped
+		for _, pk := range op.keys {
+			s.PartialsDropped += pk.state.Dropped()
+		}
+	}
 	s.Keys = len(t.keys)
 	s.Watermark = t.wm
 	return s
@@ -193,6 +215,13 @@ func (t *Task) Process(rec *Record) {
 	}
 	for _, w := range st.Windows {
 		t.addToWindow(w, ks.key, ts, rec.Fields, rec)
+	}
+	if len(st.Patterns) > 0 {
+		ev := &stream.Event{Stream: rec.Stream, Partition: rec.Partition, Offset: rec.Offset, Key: ks.key, Time: ts,
+			ID: rec.ID, Value: rec.Fields, Raw: rec.Value}
+		for _, pi := range st.Patterns {
+			t.feedPattern(pi, ev)
+		}
 	}
 	var entry *seen
 	if rec.HasID {
@@ -314,6 +343,7 @@ func (t *Task) advance(wm int64) {
 	if wm <= t.wm {
 		return
 	}
+	t.advancePatterns(wm) // before t.wm moves: see advancePatterns
 	t.wm = wm
 	for i, op := range t.windows {
 		op.Advance(wm, t.fire[i])

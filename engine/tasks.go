@@ -229,6 +229,9 @@ func (s *taskSet) stats() Stats {
 		total.Late += st.Late
 		total.RuleErrors += st.RuleErrors
 		total.HistoryOverflow += st.HistoryOverflow
+		total.Matches += st.Matches
+		total.Timeouts += st.Timeouts
+		total.PartialsDropped += st.PartialsDropped
 		total.Keys += st.Keys
 		total.Watermark = min(total.Watermark, st.Watermark)
 	}

@@ -100,6 +100,12 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return // absent and null are the same: the zero value
 	}
+	if v.CanAddr() {
+		if u, ok := v.Addr().Interface().(nodeDecoder); ok {
+			u.decodeNode(d, n, path)
+			return
+		}
+	}
 	switch v.Type() {
 	case exprType:
 		if s, ok := d.scalar(n, path, "an expression"); ok {
@@ -137,6 +143,15 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 		v.Set(reflect.ValueOf(true)) // a present section (patterns, joins, ...): only its presence matters
 	case reflect.Struct:
 		d.decodeStruct(n, path, v)
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			d.fail(n, path, fmt.Errorf("want a list, not %s", kindName(n)))
+			return
+		}
+		v.Set(reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content)))
+		for i, item := range n.Content {
+			d.decode(item, fmt.Sprintf("%s[%d]", path, i), v.Index(i))
+		}
 	case reflect.Map:
 		d.decodeMap(n, path, v)
 	case reflect.String:
@@ -189,6 +204,12 @@ func (d *decoder) contentStart(n *yaml.Node) Pos {
 		}
 	}
 	return Pos{n.Line, n.Column}
+}
+
+// nodeDecoder is implemented by document types with more than one written
+// form (times: 3 or [2, 4]; after_match: a name or {skip_to_first: step}).
+type nodeDecoder interface {
+	decodeNode(d *decoder, n *yaml.Node, path string)
 }
 
 // scalar returns n's text, or records an error naming what was wanted.

@@ -2,10 +2,13 @@ package rules
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // Document is a ruleset as written: the YAML or JSON object of DESIGN §5,
@@ -13,13 +16,13 @@ import (
 // so that compile errors carry positions. The REST API (later) reads and writes
 // the same item types.
 type Document struct {
-	Streams map[string]*StreamSpec `yaml:"streams" json:"streams,omitempty"`
-	Windows map[string]*WindowSpec `yaml:"windows" json:"windows,omitempty"`
-	Rules   map[string]*RuleSpec   `yaml:"rules" json:"rules,omitempty"`
+	Streams  map[string]*StreamSpec  `yaml:"streams" json:"streams,omitempty"`
+	Windows  map[string]*WindowSpec  `yaml:"windows" json:"windows,omitempty"`
+	Rules    map[string]*RuleSpec    `yaml:"rules" json:"rules,omitempty"`
+	Patterns map[string]*PatternSpec `yaml:"patterns" json:"patterns,omitempty"`
 
 	// Sections that later parts of Vigil implement. They are decoded only to be
 	// refused with a clear error: a document is never half-applied.
-	Patterns    any `yaml:"patterns" json:"-"`
 	Joins       any `yaml:"joins" json:"-"`
 	Enrichments any `yaml:"enrichments" json:"-"`
 
@@ -81,6 +84,82 @@ type RuleSpec struct {
 	When        Expr    `yaml:"when" json:"when"`
 	Reason      Expr    `yaml:"reason" json:"reason,omitempty"`
 	Description string  `yaml:"description" json:"description,omitempty"`
+}
+
+// PatternSpec declares a sequence pattern over one stream (DESIGN §4
+// "Patterns"), matched per key by an NFA with FlinkCEP's semantics.
+type PatternSpec struct {
+	Stream      string     `yaml:"stream" json:"stream"`
+	Steps       []StepSpec `yaml:"steps" json:"steps"`
+	Within      Duration   `yaml:"within" json:"within,omitempty"`
+	AfterMatch  SkipSpec   `yaml:"after_match" json:"after_match,omitempty"`
+	Ordering    string     `yaml:"ordering" json:"ordering,omitempty"`
+	Timeouts    bool       `yaml:"timeouts" json:"timeouts,omitempty"`
+	MaxPartials int        `yaml:"max_partials" json:"max_partials,omitempty"`
+}
+
+// StepSpec is one step of a pattern.
+type StepSpec struct {
+	Name              string    `yaml:"name" json:"name"`
+	Where             Expr      `yaml:"where" json:"where,omitempty"`
+	Times             TimesSpec `yaml:"times" json:"times,omitempty"`
+	OneOrMore         bool      `yaml:"one_or_more" json:"one_or_more,omitempty"`
+	TimesOrMore       int       `yaml:"times_or_more" json:"times_or_more,omitempty"`
+	Optional          bool      `yaml:"optional" json:"optional,omitempty"`
+	Greedy            bool      `yaml:"greedy" json:"greedy,omitempty"`
+	Until             Expr      `yaml:"until" json:"until,omitempty"`
+	Consecutive       bool      `yaml:"consecutive" json:"consecutive,omitempty"`
+	AllowCombinations bool      `yaml:"allow_combinations" json:"allow_combinations,omitempty"`
+	Contiguity        string    `yaml:"contiguity" json:"contiguity,omitempty"`
+	Not               string    `yaml:"not" json:"not,omitempty"`
+}
+
+// TimesSpec is a step's times: n, or [n, m]. The zero value means not set.
+type TimesSpec struct{ Min, Max int }
+
+func (t *TimesSpec) decodeNode(d *decoder, n *yaml.Node, path string) {
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Tag == "!!int":
+		v, err := strconv.Atoi(n.Value)
+		if err != nil || v < 1 {
+			d.fail(n, path, fmt.Errorf("times must be a positive integer or [min, max], not %s", n.Value))
+			return
+		}
+		t.Min, t.Max = v, v
+	case n.Kind == yaml.SequenceNode && len(n.Content) == 2:
+		lo, err1 := strconv.Atoi(n.Content[0].Value)
+		hi, err2 := strconv.Atoi(n.Content[1].Value)
+		if err1 != nil || err2 != nil || lo < 0 || hi < 1 || lo > hi {
+			d.fail(n, path, errors.New("times [min, max] needs integers with 0 <= min <= max and max >= 1"))
+			return
+		}
+		t.Min, t.Max = lo, hi
+	default:
+		d.fail(n, path, errors.New("times must be a positive integer or [min, max]"))
+	}
+}
+
+// SkipSpec is a pattern's after-match skip strategy: no_skip, skip_to_next,
+// skip_past_last_event, {skip_to_first: step} or {skip_to_last: step}.
+type SkipSpec struct {
+	Kind string // "" means no_skip
+	Step string
+}
+
+func (s *SkipSpec) decodeNode(d *decoder, n *yaml.Node, path string) {
+	switch {
+	case n.Kind == yaml.ScalarNode:
+		switch n.Value {
+		case "no_skip", "skip_to_next", "skip_past_last_event":
+			s.Kind = n.Value
+		default:
+			d.fail(n, path, fmt.Errorf("after_match must be no_skip, skip_to_next, skip_past_last_event, {skip_to_first: step} or {skip_to_last: step}, not %q", n.Value))
+		}
+	case n.Kind == yaml.MappingNode && len(n.Content) == 2 && (n.Content[0].Value == "skip_to_first" || n.Content[0].Value == "skip_to_last"):
+		s.Kind, s.Step = n.Content[0].Value, n.Content[1].Value
+	default:
+		d.fail(n, path, errors.New("after_match must be no_skip, skip_to_next, skip_past_last_event, {skip_to_first: step} or {skip_to_last: step}"))
+	}
 }
 
 // Expr is the source text of an expr-lang expression.

@@ -10,7 +10,9 @@ import (
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/vm"
 
+	"github.com/vigil-cep/vigil/cep"
 	"github.com/vigil-cep/vigil/internal/jsonv"
+	"github.com/vigil-cep/vigil/stream"
 )
 
 // Evaluator is a ruleset compiled for one task: its programs' functions read
@@ -25,6 +27,12 @@ type Evaluator struct {
 	args          [][]program
 	when, reason  []program   // per rule
 	preds         [][]program // per stream: element predicates of history features
+	nfas          []*cep.NFA  // per pattern, conditions bound to this evaluator
+
+	partial     cep.Partial // the partial match a step condition is extending
+	partialOf   *Pattern
+	condErrors  int64
+	lastCondErr string
 }
 
 // program is a compiled expression, or the name of the field it reads.
@@ -77,10 +85,63 @@ func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) ([]any, [
 		e.when = append(e.when, add(bind(&r.when)))
 		e.reason = append(e.reason, add(bind(r.reason)))
 	}
+	e.ctx.Match = e.matchValues
+	for _, p := range rs.Patterns {
+		nfa, err := cep.Compile(p.bind(func(s *exprSource) cep.Condition {
+			return e.condition(p, add(bind(s)))
+		}), cep.MaxPartials(p.MaxPartials))
+		errs = append(errs, err)
+		e.nfas = append(e.nfas, nfa)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("bind ruleset %s: %w", rs.Version, err)
 	}
 	return e, nil
+}
+
+// NFA returns pattern i's automaton, its conditions bound to this evaluator.
+func (e *Evaluator) NFA(i int) *cep.NFA { return e.nfas[i] }
+
+// condition makes a step condition of prog: it evaluates over the event's
+// fields, with match reading the partial match being extended. A condition
+// that fails counts as false and is counted (ConditionErrors).
+func (e *Evaluator) condition(p *Pattern, prog program) cep.Condition {
+	return func(ev *cep.Event, partial cep.Partial) bool {
+		e.partial, e.partialOf = partial, p
+		out, err := e.run(prog, ev.Value.(*stream.Event).Value)
+		e.partial = nil
+		if err != nil {
+			e.condErrors++
+			e.lastCondErr = fmt.Sprintf("pattern %s: %s: %v", p.Name, prog.src.path, err)
+			return false
+		}
+		b, _ := out.(bool)
+		return b
+	}
+}
+
+// ConditionErrors returns how many step conditions have failed (each counted
+// as false), with the last failure.
+func (e *Evaluator) ConditionErrors() (n int64, last string) {
+	return e.condErrors, e.lastCondErr
+}
+
+// matchValues serves match in step conditions: the events taken so far by
+// each step of the partial match, as lists of field maps.
+func (e *Evaluator) matchValues() map[string]any {
+	m := make(map[string]any, len(e.partialOf.Steps))
+	for i, name := range e.partialOf.Steps {
+		var evs []*cep.Event
+		if e.partial != nil {
+			evs = e.partial.Events(i)
+		}
+		list := make([]any, len(evs))
+		for j, ev := range evs {
+			list[j] = ev.Value.(*stream.Event).Value
+		}
+		m[name] = list
+	}
+	return m
 }
 
 // SetRecordTime sets what timestamp() returns for the next evaluations.

@@ -32,6 +32,7 @@ const (
 	scopeRecord scope = iota // key, time, id: the event's fields and timestamp()
 	scopeEvent               // window where and aggregate arguments: the event's fields
 	scopeRule                // rule when and reason: the event's fields and history()
+	scopeStep                // pattern step where and until: the event's fields and match
 )
 
 // Context is what the functions bound into an Evaluator's programs read. The
@@ -41,6 +42,9 @@ type Context struct {
 	// HasRecordTime is false when the record carried none.
 	RecordTime    int64
 	HasRecordTime bool
+	// Match returns the events the partial match being extended has taken, by
+	// step name (their field maps), for match.<step> in step conditions.
+	Match func() map[string]any
 	// History returns the current key's events of stream with event time in
 	// [t - window, t], t being the current event's time, in time order: the
 	// events (field maps or Rows) and their Marks.
@@ -108,6 +112,10 @@ func (c *compiler) options(s *exprSource, ctx *Context, refs *[]historyRef) []ex
 			}
 			return ctx.RecordTime, nil
 		}, new(func() int64)))
+	case scopeStep:
+		opts = append(opts,
+			expr.Function(matchFunc, func(...any) (any, error) { return ctx.Match(), nil }, new(func() map[string]any)),
+			expr.Patch(matchPatcher{}))
 	case scopeRule:
 		feats := featureFuncs(ctx)
 		opts = append(opts,
@@ -230,7 +238,7 @@ func (w *costWalker) walk(n ast.Node, inPred int) bool {
 			case "history":
 				w.checkHistoryCall(n, inPred)
 				return true
-			case "timestamp":
+			case "timestamp", matchFunc:
 			default:
 				// Without declared fields expr accepts any name, even as a
 				// function: refuse calls that could only fail at run time.
@@ -323,6 +331,18 @@ func (p *historyPatcher) Visit(node *ast.Node) {
 	}
 	*p.refs = append(*p.refs, ref)
 	call.Arguments = []ast.Node{&ast.IntegerNode{Value: ref.stream}, &ast.IntegerNode{Value: int(ref.window)}}
+}
+
+// matchFunc serves match in step conditions: the identifier is rewritten
+// into a call, because the environment is the event's own field map.
+const matchFunc = "_vigil_match"
+
+type matchPatcher struct{}
+
+func (matchPatcher) Visit(node *ast.Node) {
+	if id, ok := (*node).(*ast.IdentifierNode); ok && id.Value == "match" {
+		ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: matchFunc}})
+	}
 }
 
 // fieldFunc is the function fieldPatcher calls; the name cannot clash with an

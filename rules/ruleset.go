@@ -28,14 +28,16 @@ const (
 // Ruleset is a compiled, validated ruleset: immutable and safe to share between
 // tasks. Each task binds its own Evaluator to it.
 type Ruleset struct {
-	Doc     *Document
-	Version string // content hash of the source document
-	Streams []*Stream
-	Windows []*Window
-	Rules   []*Rule
+	Doc      *Document
+	Version  string // content hash of the source document
+	Streams  []*Stream
+	Windows  []*Window
+	Rules    []*Rule
+	Patterns []*Pattern
 
-	streamIndex map[string]int
-	noFeatures  bool
+	streamIndex  map[string]int
+	derivedOrder []string // pattern names, in the order of their derived streams
+	noFeatures   bool
 }
 
 // Stream is a compiled stream declaration.
@@ -58,6 +60,10 @@ type Stream struct {
 	HasID         bool
 	Windows       []int // indices of the windows over this stream
 	Rules         []int // indices of the active and shadow rules over this stream
+	Patterns      []int // indices of the patterns over this stream
+	// Pattern is the index of the pattern whose matches form this stream, or
+	// -1 for an input stream.
+	Pattern int
 
 	key, time, id exprSource
 	fields        map[string]any // expr environment when the stream declares fields
@@ -169,7 +175,6 @@ func Compile(doc *Document, opts ...LoadOption) (*Ruleset, error) {
 		present bool
 		issue   string
 	}{
-		{"patterns", doc.Patterns != nil, "CEP patterns"},
 		{"joins", doc.Joins != nil, "interval joins"},
 		{"enrichments", doc.Enrichments != nil, "async enrichment"},
 	} {
@@ -181,7 +186,9 @@ func Compile(doc *Document, opts ...LoadOption) (*Ruleset, error) {
 		fail("streams", errors.New("a ruleset needs at least one stream"))
 	}
 	c.compileStreams(fail)
+	c.addDerivedStreams(fail)
 	c.compileWindows(fail)
+	c.compilePatterns(fail)
 	c.compileRules(fail)
 	c.deriveRetention(fail)
 	for _, st := range c.rs.Streams {
@@ -223,7 +230,7 @@ func (c *compiler) compileStreams(fail func(string, error)) {
 			spec = &StreamSpec{}
 		}
 		st := &Stream{Name: name, Topic: cmpOr(spec.Topic, name), Index: i, Decide: spec.Decide,
-			MaxHistory: spec.MaxHistory}
+			MaxHistory: spec.MaxHistory, Pattern: noPattern}
 		rs.Streams = append(rs.Streams, st)
 		if spec.Decide == DecideWatermark {
 			fail(path+".decide", errors.New("decide: watermark is not supported yet; use decide: true (arrival)"))

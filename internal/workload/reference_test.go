@@ -115,7 +115,15 @@ func TestExampleRulesetMatchesReference(t *testing.T) {
 			}
 		}
 	}
-	if got, want := strings.Count(doc, "\n    when: "), len(referenceRules); got != want {
+	// Rules over a pattern's matches (history("ato", ...)) depend on the NFA
+	// and have no Go reference here; they are tested through replay.
+	got := 0
+	for line := range strings.Lines(doc) {
+		if strings.HasPrefix(line, "    when: ") && !strings.Contains(line, `history("ato"`) {
+			got++
+		}
+	}
+	if want := len(referenceRules); got != want {
 		t.Errorf("examples/fraud.yaml has %d rules, the reference %d", got, want)
 	}
 }
