@@ -18,10 +18,11 @@ const (
 	KindDLQ
 	KindMatch
 	KindTimeout
+	KindJoin
 )
 
 func (k Kind) String() string {
-	return [...]string{"decision", "window", "late", "dlq", "match", "timeout"}[k]
+	return [...]string{"decision", "window", "late", "dlq", "match", "timeout", "join"}[k]
 }
 
 // Output is one record the task emits. Value is the JSON record of DESIGN §5;

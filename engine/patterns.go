@@ -210,8 +210,8 @@ func appendStepEvents(b []byte, p *rules.Pattern, events [][]*cep.Event) []byte 
 	return append(b, '}')
 }
 
-// processDerived runs a derived event (a match) through history, windows and
-// the patterns over its stream, as an input event would be, without
+// processDerived runs a derived event (a match, a join pair) through history,
+// windows and the joins and patterns over its stream, as an input event would be, without
 // idempotency or decisions.
 func (t *Task) processDerived(ev *stream.Event) {
 	st := t.rs.Streams[ev.Stream]
@@ -229,6 +229,14 @@ func (t *Task) processDerived(ev *stream.Event) {
 	rec := &Record{Stream: ev.Stream, StreamName: st.Name, Value: ev.Raw, Fields: ev.Value}
 	for _, w := range st.Windows {
 		t.addToWindow(w, ks.key, ev.Time, ev.Value, rec)
+	}
+	t.feedOperators(st, ev)
+}
+
+// feedOperators hands an event to the joins and patterns over its stream.
+func (t *Task) feedOperators(st *rules.Stream, ev *stream.Event) {
+	for _, js := range st.Joins {
+		t.feedJoin(js.Join, js.Side, ev)
 	}
 	for _, pi := range st.Patterns {
 		t.feedPattern(pi, ev)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vigil-cep/vigil/cep"
 	"github.com/vigil-cep/vigil/internal/jsonv"
+	"github.com/vigil-cep/vigil/join"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/stream"
 	"github.com/vigil-cep/vigil/window"
@@ -49,6 +50,7 @@ type Stats struct {
 	RuleErrors      int64 `json:"rule_errors"`
 	HistoryOverflow int64 `json:"history_overflow"`
 	Matches         int64 `json:"matches"`
+	Joins           int64 `json:"joins"`
 	Timeouts        int64 `json:"timeouts"`
 	PartialsDropped int64 `json:"partials_dropped"`
 	Keys            int   `json:"keys"`
@@ -78,8 +80,10 @@ type Task struct {
 	matchFn   []func(cep.Match)   // per pattern, built once
 	timeoutFn []func(cep.Timeout) // per pattern, built once
 	patKey    string              // the key whose NFA is running
-	seq       uint64              // arrival order of pattern events
-	cur       *keyState           // the key whose event is being decided, for history()
+	joins     []*joinOp
+	joinKey   string    // the key whose join is probing
+	seq       uint64    // arrival order of pattern events
+	cur       *keyState // the key whose event is being decided, for history()
 	curTime   int64
 	lastSweep int64
 
@@ -146,6 +150,13 @@ func NewTask(rs *rules.Ruleset, emit func(Output), opts ...Option) (*Task, error
 		t.windows = append(t.windows, op)
 		t.args = append(t.args, make([]any, len(w.Aggs)))
 		t.fire = append(t.fire, func(r window.Result) { t.emitWindow(i, r) })
+	}
+	for i, j := range rs.Joins {
+		op, err := join.New(j.Spec, nil)
+		if err != nil {
+			return nil, fmt.Errorf("join %s: %w", j.Name, err)
+		}
+		t.joins = append(t.joins, &joinOp{j: j, op: op, emit: func(p join.Pair) { t.onPair(i, p) }})
 	}
 	for i, p := range rs.Patterns {
 		t.patterns = append(t.patterns, &patternOp{p: p, nfa: ev.NFA(i), keys: make(map[string]*patternKey)})
@@ -216,12 +227,10 @@ func (t *Task) Process(rec *Record) {
 	for _, w := range st.Windows {
 		t.addToWindow(w, ks.key, ts, rec.Fields, rec)
 	}
-	if len(st.Patterns) > 0 {
+	if len(st.Patterns) > 0 || len(st.Joins) > 0 {
 		ev := &stream.Event{Stream: rec.Stream, Partition: rec.Partition, Offset: rec.Offset, Key: ks.key, Time: ts,
 			ID: rec.ID, Value: rec.Fields, Raw: rec.Value}
-		for _, pi := range st.Patterns {
-			t.feedPattern(pi, ev)
-		}
+		t.feedOperators(st, ev)
 	}
 	var entry *seen
 	if rec.HasID {
@@ -345,6 +354,9 @@ func (t *Task) advance(wm int64) {
 	}
 	t.advancePatterns(wm) // before t.wm moves: see advancePatterns
 	t.wm = wm
+	for _, jo := range t.joins {
+		jo.op.Advance(wm)
+	}
 	for i, op := range t.windows {
 		op.Advance(wm, t.fire[i])
 	}

@@ -230,6 +230,7 @@ func (s *taskSet) stats() Stats {
 		total.RuleErrors += st.RuleErrors
 		total.HistoryOverflow += st.HistoryOverflow
 		total.Matches += st.Matches
+		total.Joins += st.Joins
 		total.Timeouts += st.Timeouts
 		total.PartialsDropped += st.PartialsDropped
 		total.Keys += st.Keys

@@ -75,7 +75,7 @@ var (
 	decideType   = reflect.TypeFor[Decide]()
 )
 
-func join(path, name string) string {
+func joinPath(path, name string) string {
 	if path == "" {
 		return name
 	}
@@ -242,16 +242,16 @@ func (d *decoder) decodeStruct(n *yaml.Node, path string, v reflect.Value) {
 		k, val := n.Content[i], n.Content[i+1]
 		name := k.Value
 		if seen[name] {
-			d.fail(k, join(path, name), fmt.Errorf("field %q appears twice", name))
+			d.fail(k, joinPath(path, name), fmt.Errorf("field %q appears twice", name))
 			continue
 		}
 		seen[name] = true
 		field, ok := fieldByTag(t, name)
 		if !ok {
-			d.fail(k, join(path, name), fmt.Errorf("unknown field %q (known: %s)", name, strings.Join(tagNames(t), ", ")))
+			d.fail(k, joinPath(path, name), fmt.Errorf("unknown field %q (known: %s)", name, strings.Join(tagNames(t), ", ")))
 			continue
 		}
-		d.decode(val, join(path, name), v.FieldByIndex(field.Index))
+		d.decode(val, joinPath(path, name), v.FieldByIndex(field.Index))
 	}
 }
 
@@ -265,7 +265,7 @@ func (d *decoder) decodeMap(n *yaml.Node, path string, v reflect.Value) {
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
-		p := join(path, k.Value)
+		p := joinPath(path, k.Value)
 		if err := checkName(k.Value); err != nil {
 			d.fail(k, p, err)
 			continue

@@ -20,10 +20,10 @@ type Document struct {
 	Windows  map[string]*WindowSpec  `yaml:"windows" json:"windows,omitempty"`
 	Rules    map[string]*RuleSpec    `yaml:"rules" json:"rules,omitempty"`
 	Patterns map[string]*PatternSpec `yaml:"patterns" json:"patterns,omitempty"`
+	Joins    map[string]*JoinSpec    `yaml:"joins" json:"joins,omitempty"`
 
 	// Sections that later parts of Vigil implement. They are decoded only to be
 	// refused with a clear error: a document is never half-applied.
-	Joins       any `yaml:"joins" json:"-"`
 	Enrichments any `yaml:"enrichments" json:"-"`
 
 	pos   map[string]Pos // dotted path -> position of its value

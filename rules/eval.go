@@ -28,6 +28,8 @@ type Evaluator struct {
 	when, reason  []program   // per rule
 	preds         [][]program // per stream: element predicates of history features
 	nfas          []*cep.NFA  // per pattern, conditions bound to this evaluator
+	joinWhere     []program   // per join
+	joinSel       []program
 
 	partial     cep.Partial // the partial match a step condition is extending
 	partialOf   *Pattern
@@ -84,6 +86,10 @@ func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) ([]any, [
 	for _, r := range rs.Rules {
 		e.when = append(e.when, add(bind(&r.when)))
 		e.reason = append(e.reason, add(bind(r.reason)))
+	}
+	for _, j := range rs.Joins {
+		e.joinWhere = append(e.joinWhere, add(bind(j.where)))
+		e.joinSel = append(e.joinSel, add(bind(j.sel)))
 	}
 	e.ctx.Match = e.matchValues
 	for _, p := range rs.Patterns {

@@ -33,6 +33,7 @@ const (
 	scopeEvent               // window where and aggregate arguments: the event's fields
 	scopeRule                // rule when and reason: the event's fields and history()
 	scopeStep                // pattern step where and until: the event's fields and match
+	scopeJoin                // join where and select: left and right
 )
 
 // Context is what the functions bound into an Evaluator's programs read. The
@@ -93,7 +94,9 @@ func (c *compiler) options(s *exprSource, ctx *Context, refs *[]historyRef) []ex
 		expr.Timezone("UTC"),
 		expr.Function(fieldFunc, fetchField, new(func(any, string) any)),
 	}
-	if st.fields != nil && !s.untyped {
+	if s.scope == scopeJoin {
+		opts = append(opts, expr.Env(map[string]any{"left": map[string]any{}, "right": map[string]any{}}))
+	} else if st.fields != nil && !s.untyped {
 		opts = append(opts, expr.Env(st.fields))
 	} else {
 		opts = append(opts, expr.Env(map[string]any{}), expr.AllowUndefinedVariables())

@@ -54,7 +54,7 @@ func (c *compiler) addDerivedStreams(fail func(string, error)) {
 		idx := len(rs.Streams)
 		rs.streamIndex[name] = idx
 		rs.Streams = append(rs.Streams, &Stream{Name: name, Topic: name, Index: idx, Pattern: len(rs.derivedOrder),
-			MaxHistory: DefaultMaxHistory})
+			Join: noJoin, MaxHistory: DefaultMaxHistory})
 		rs.derivedOrder = append(rs.derivedOrder, name)
 	}
 }
@@ -124,7 +124,6 @@ func (c *compiler) compilePatterns(fail func(string, error)) {
 		}
 		rs.Streams[idx].Patterns = append(rs.Streams[idx].Patterns, len(rs.Patterns)-1)
 	}
-	c.checkPatternCycles(fail)
 }
 
 func (c *compiler) compileStep(p *Pattern, st StepSpec, path string, streamIdx int) (cep.Step, error) {
@@ -199,24 +198,6 @@ func (p *Pattern) bind(cond func(*exprSource) cep.Condition) cep.Pattern {
 		}
 	}
 	return out
-}
-
-// checkPatternCycles refuses patterns that read each other's matches in a
-// circle: a match would feed itself.
-func (c *compiler) checkPatternCycles(fail func(string, error)) {
-	rs := c.rs
-	for _, p := range rs.Patterns {
-		seen := map[int]bool{}
-		for s := p.Stream; rs.Streams[s].Pattern != noPattern && !seen[s]; {
-			seen[s] = true
-			q := rs.Patterns[rs.Streams[s].Pattern]
-			if q == p {
-				fail("patterns."+p.Name+".stream", errors.New("patterns read each other's matches in a circle"))
-				break
-			}
-			s = q.Stream
-		}
-	}
 }
 
 // MatchEvent builds the event of a pattern's derived stream for a match: the

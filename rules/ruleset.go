@@ -34,9 +34,11 @@ type Ruleset struct {
 	Windows  []*Window
 	Rules    []*Rule
 	Patterns []*Pattern
+	Joins    []*Join
 
 	streamIndex  map[string]int
 	derivedOrder []string // pattern names, in the order of their derived streams
+	joinOrder    []string // join names, likewise
 	noFeatures   bool
 }
 
@@ -62,8 +64,10 @@ type Stream struct {
 	Rules         []int // indices of the active and shadow rules over this stream
 	Patterns      []int // indices of the patterns over this stream
 	// Pattern is the index of the pattern whose matches form this stream, or
-	// -1 for an input stream.
+	// -1; Join likewise for a join's pairs. Both -1: an input stream.
 	Pattern int
+	Join    int
+	Joins   []JoinSide // the joins this stream feeds
 
 	key, time, id exprSource
 	fields        map[string]any // expr environment when the stream declares fields
@@ -175,7 +179,6 @@ func Compile(doc *Document, opts ...LoadOption) (*Ruleset, error) {
 		present bool
 		issue   string
 	}{
-		{"joins", doc.Joins != nil, "interval joins"},
 		{"enrichments", doc.Enrichments != nil, "async enrichment"},
 	} {
 		if section.present {
@@ -187,8 +190,11 @@ func Compile(doc *Document, opts ...LoadOption) (*Ruleset, error) {
 	}
 	c.compileStreams(fail)
 	c.addDerivedStreams(fail)
+	c.addJoinStreams(fail)
 	c.compileWindows(fail)
 	c.compilePatterns(fail)
+	c.compileJoins(fail)
+	c.checkCycles(fail)
 	c.compileRules(fail)
 	c.deriveRetention(fail)
 	for _, st := range c.rs.Streams {
@@ -230,7 +236,7 @@ func (c *compiler) compileStreams(fail func(string, error)) {
 			spec = &StreamSpec{}
 		}
 		st := &Stream{Name: name, Topic: cmpOr(spec.Topic, name), Index: i, Decide: spec.Decide,
-			MaxHistory: spec.MaxHistory, Pattern: noPattern}
+			MaxHistory: spec.MaxHistory, Pattern: noPattern, Join: noJoin}
 		rs.Streams = append(rs.Streams, st)
 		if spec.Decide == DecideWatermark {
 			fail(path+".decide", errors.New("decide: watermark is not supported yet; use decide: true (arrival)"))
