@@ -17,8 +17,10 @@ type hit struct {
 // decide evaluates the stream's active and shadow rules for one event and
 // emits the decision (DESIGN §4 "Decisions"): the action is the most severe of
 // the matched active rules, the score their sum; shadow rules are reported
-// apart and change nothing; a rule that fails is reported in errors.
-func (t *Task) decide(st *rules.Stream, id string, ks *keyState, ts int64, fields map[string]any, entry *seen) {
+// apart and change nothing; a rule that fails is reported in errors. It
+// returns the decision's bytes for the idempotency store, or nil for a plain
+// allow, which reemit rebuilds from the key and time.
+func (t *Task) decide(st *rules.Stream, id string, ks *keyState, ts int64, fields map[string]any) []byte {
 	t.cur, t.curTime = ks, ts
 	hits := t.hits[:0]
 	for _, ri := range st.Rules {
@@ -43,14 +45,15 @@ func (t *Task) decide(st *rules.Stream, id string, ks *keyState, ts int64, field
 	t.hits = hits
 	t.stats.Decisions++
 	t.buf = appendDecision(t.buf[:0], id, st.Name, ks.key, ts, hits)
-	if entry != nil && len(hits) > 0 {
-		entry.decision = append([]byte(nil), t.buf...)
-	}
 	t.emit(Output{Kind: KindDecision, Key: id, Value: t.buf})
+	if len(hits) == 0 {
+		return nil
+	}
+	return append([]byte(nil), t.buf...)
 }
 
 // reemit sends the stored decision of a repeated id again, unchanged.
-func (t *Task) reemit(st *rules.Stream, id string, s *seen) {
+func (t *Task) reemit(st *rules.Stream, id string, s seen) {
 	t.stats.Decisions++
 	b := s.decision
 	if b == nil {

@@ -7,7 +7,7 @@ package engine
 // an entry is held a little longer when an earlier arrival has a later time,
 // which errs on the side of remembering.
 type seenIDs struct {
-	byID  map[string]*seen
+	byID  map[string]seen
 	order []string // ids in arrival order; head is the next to expire
 	head  int
 }
@@ -20,11 +20,14 @@ type seen struct {
 	decision []byte
 }
 
-func newSeenIDs() *seenIDs { return &seenIDs{byID: make(map[string]*seen)} }
+func newSeenIDs() *seenIDs { return &seenIDs{byID: make(map[string]seen)} }
 
-func (s *seenIDs) get(id string) *seen { return s.byID[id] }
+func (s *seenIDs) get(id string) (seen, bool) {
+	e, ok := s.byID[id]
+	return e, ok
+}
 
-func (s *seenIDs) put(id string, e *seen) {
+func (s *seenIDs) put(id string, e seen) {
 	s.byID[id] = e
 	s.order = append(s.order, id)
 }
@@ -33,8 +36,7 @@ func (s *seenIDs) put(id string, e *seen) {
 func (s *seenIDs) expire(horizon int64) {
 	for s.head < len(s.order) {
 		id := s.order[s.head]
-		e := s.byID[id]
-		if e != nil && e.time >= horizon {
+		if e, ok := s.byID[id]; ok && e.time >= horizon {
 			break
 		}
 		delete(s.byID, id)

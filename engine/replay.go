@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -294,13 +295,21 @@ func parseLine(text string, lineNo int64, names map[string]int) item {
 	n, err := jsonv.Object(text, func(key, rest string) (int, error) {
 		switch key {
 		case "stream":
-			v, n, err := jsonv.DecodePrefix(rest)
+			n, err := jsonv.Skip(rest)
+			if err != nil {
+				return n, err
+			}
+			if raw := rest[:n]; len(raw) >= 2 && raw[0] == '"' && !strings.ContainsRune(raw, '\\') {
+				it.rec.StreamName = raw[1 : n-1] // the common case, without boxing a decoded value
+				return n, nil
+			}
+			v, _, _ := jsonv.DecodePrefix(rest)
 			s, ok := v.(string)
-			if err == nil && !ok {
-				err = errors.New(`"stream" must be a string`)
+			if !ok {
+				return n, errors.New(`"stream" must be a string`)
 			}
 			it.rec.StreamName = s
-			return n, err
+			return n, nil
 		case "value":
 			n, err := jsonv.Skip(rest)
 			it.rec.Value, haveValue = rest[:n], true

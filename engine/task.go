@@ -207,7 +207,7 @@ func (t *Task) Process(rec *Record) {
 	in := t.wms.Input(stream.InputID{Stream: rec.Stream, Partition: rec.Partition}, st.Watermark)
 
 	if rec.HasID {
-		if s := t.seen[rec.Stream].get(rec.ID); s != nil {
+		if s, ok := t.seen[rec.Stream].get(rec.ID); ok {
 			t.stats.Duplicates++
 			if st.Decide != rules.DecideNever {
 				t.reemit(st, rec.ID, s)
@@ -232,13 +232,12 @@ func (t *Task) Process(rec *Record) {
 			ID: rec.ID, Value: rec.Fields, Raw: rec.Value}
 		t.feedOperators(st, ev)
 	}
-	var entry *seen
-	if rec.HasID {
-		entry = &seen{key: ks.key, time: ts}
-		t.seen[rec.Stream].put(strings.Clone(rec.ID), entry)
-	}
+	var stored []byte
 	if st.Decide != rules.DecideNever {
-		t.decide(st, rec.ID, ks, ts, rec.Fields, entry)
+		stored = t.decide(st, rec.ID, ks, ts, rec.Fields)
+	}
+	if rec.HasID {
+		t.seen[rec.Stream].put(strings.Clone(rec.ID), seen{key: ks.key, time: ts, decision: stored})
 	}
 	t.observe(in, ts)
 }

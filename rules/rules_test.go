@@ -191,6 +191,7 @@ func FuzzLoad(f *testing.F) {
 	}
 	f.Add([]byte(`{"streams":{"tx":{"key":"user_id","time":"ts"}},"windows":{"w":{"stream":"tx","session":{"gap":"1m"},"aggregate":{"n":"count()"}}}}`))
 	f.Add([]byte("a: &a [*a, *a]\nb: *a\n"))
+	f.Add([]byte("streams:\n  l: {key: u, time: ts}\n  p: {key: u}\npatterns:\n  x: {stream: l, within: 1m, after_match: {skip_to_last: a}, steps: [{name: a, where: 'true', times: [1, 3], greedy: true}, {name: b, where: 'match.a[0].u == u', not: relaxed}]}\njoins:\n  j: {left: l, right: p, between: [-1m, 1m], where: 'left.u == right.u'}\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		rs, err := Load(src)
 		if err != nil {
