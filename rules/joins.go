@@ -77,6 +77,9 @@ func (c *compiler) compileJoins(fail func(string, error)) {
 	rs := c.rs
 	for _, name := range rs.joinOrder {
 		spec, path := c.doc.Joins[name], "joins."+name
+		if spec == nil {
+			spec = &JoinSpec{}
+		}
 		j := &Join{Name: name, Derived: rs.streamIndex[name]}
 		rs.Joins = append(rs.Joins, j)
 		var ok1, ok2 bool

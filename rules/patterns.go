@@ -70,6 +70,9 @@ func (c *compiler) compilePatterns(fail func(string, error)) {
 	rs, doc := c.rs, c.doc
 	for _, name := range rs.derivedOrder {
 		spec, path := doc.Patterns[name], "patterns."+name
+		if spec == nil {
+			spec = &PatternSpec{}
+		}
 		p := &Pattern{Name: name, Derived: rs.streamIndex[name], MaxPartials: spec.MaxPartials, Timeouts: spec.Timeouts,
 			Within: int64(spec.Within)}
 		rs.Patterns = append(rs.Patterns, p)
