@@ -4,10 +4,12 @@
 // A record goes through two halves. The Extractor, stateless, decodes the
 // value and evaluates the stream's key, time and id, and prepares what history
 // keeps of it; any goroutine can run it ahead of the task. The Task owns all
-// keyed state of its partition: idempotency ids, per-key history, window
-// operators and the watermarks; for each record it deduplicates, keeps history,
-// updates windows, decides (rules), then moves the watermark, which fires
-// windows and expires state.
+// keyed state of its partition: idempotency ids, per-key history, window,
+// join and pattern operators, and the watermarks. For each record it
+// deduplicates, keeps history, updates windows, feeds joins and patterns
+// (whose pairs and matches are events of derived streams, processed at once
+// the same way), decides (rules), then moves the watermark: patterns flush
+// their event-time buffers first, then windows fire and state expires.
 //
 // Ownership: a Task is not safe for concurrent use; exactly one goroutine
 // feeds it and receives its outputs, in processing order, through its emit
