@@ -9,4 +9,10 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6
 )
 
-require github.com/pmezard/go-difflib v1.0.0 // indirect
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)

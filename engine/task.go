@@ -185,9 +185,10 @@ func (t *Task) Stats() Stats {
 // Watermark returns the task watermark.
 func (t *Task) Watermark() int64 { return t.wm }
 
-// Process handles one input record: decode, deduplicate, keep history, update
-// windows, decide, then move the watermark. A record that cannot be read goes
-// to the DLQ with the reason; processing goes on.
+// Process handles one input record: extract (unless a decode stage did),
+// deduplicate, keep history, update windows, feed joins and patterns, decide,
+// then move the watermark. A record that cannot be read goes to the DLQ with
+// the reason; processing goes on.
 func (t *Task) Process(rec *Record) {
 	t.stats.Records++
 	if !rec.extracted {
