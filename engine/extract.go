@@ -55,7 +55,13 @@ func (x *Extractor) Extract(rec *Record) {
 			return
 		}
 	}
-	if st.Retention > 0 {
+	x.project(rec)
+}
+
+// project prepares what history keeps of the record: its row and marks. It
+// runs again when an enrichment has added fields.
+func (x *Extractor) project(rec *Record) {
+	if st := x.rs.Streams[rec.Stream]; st.Retention > 0 {
 		rec.row = project(rec.Fields, st.HistoryFields)
 		rec.mark = x.ev.Mark(rec.Stream, rec.Fields)
 	}

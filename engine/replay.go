@@ -30,6 +30,9 @@ type ReplayConfig struct {
 	// Progress, when set, is called about once a second with the records
 	// processed so far.
 	Progress func(records int64, elapsed time.Duration)
+	// Lookups builds the lookups of the ruleset's enrichments; required when
+	// it has any.
+	Lookups LookupFactory
 }
 
 // Replay runs rs over NDJSON input (DESIGN §5 "Replay") and writes every
@@ -56,6 +59,21 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 		}
 	})
 	defer tasks.close()
+	var en *enricher
+	if len(rs.Enrichments) > 0 {
+		var err error
+		if en, err = newEnricher(rs, cfg.Lookups); err != nil {
+			return Stats{}, err
+		}
+		defer en.close()
+	}
+	stats := func() Stats {
+		s := tasks.stats()
+		if en != nil {
+			en.stats(&s)
+		}
+		return s
+	}
 	names := make(map[string]int, len(rs.Streams))
 	for i, st := range rs.Streams {
 		names[st.Name] = i
@@ -67,7 +85,7 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 	ordered := make(chan *batch, 2*cfg.Decoders)
 	work := make(chan *batch, 2*cfg.Decoders)
 	var wg sync.WaitGroup
-	var rerr error
+	var rerr, eerr error
 	wg.Go(func() {
 		defer close(ordered)
 		defer close(work)
@@ -114,6 +132,14 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 			stopped = true
 			continue
 		}
+		if en != nil {
+			if err := en.run(ctx, b); err != nil {
+				eerr = err
+				stopped = true
+				cancel()
+				continue
+			}
+		}
 		tasks.run(b)
 		if werr != nil {
 			stopped = true
@@ -122,27 +148,29 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 		}
 		if cfg.Progress != nil && time.Since(lastReport) >= time.Second {
 			lastReport = time.Now()
-			cfg.Progress(tasks.stats().Records, time.Since(start))
+			cfg.Progress(stats().Records, time.Since(start))
 		}
 	}
 	cancel()
 	wg.Wait()
 	switch {
 	case parent.Err() != nil:
-		return tasks.stats(), parent.Err()
+		return stats(), parent.Err()
 	case rerr != nil:
-		return tasks.stats(), fmt.Errorf("read input: %w", rerr)
+		return stats(), fmt.Errorf("read input: %w", rerr)
+	case eerr != nil:
+		return stats(), fmt.Errorf("enrich: %w", eerr)
 	case werr != nil:
-		return tasks.stats(), fmt.Errorf("write output: %w", werr)
+		return stats(), fmt.Errorf("write output: %w", werr)
 	}
 	tasks.finish()
 	if werr == nil {
 		werr = w.Flush()
 	}
 	if werr != nil {
-		return tasks.stats(), fmt.Errorf("write output: %w", werr)
+		return stats(), fmt.Errorf("write output: %w", werr)
 	}
-	return tasks.stats(), nil
+	return stats(), nil
 }
 
 // batch is a run of input lines, decoded by a worker while the task

@@ -53,6 +53,8 @@ type Stats struct {
 	Joins           int64 `json:"joins"`
 	Timeouts        int64 `json:"timeouts"`
 	PartialsDropped int64 `json:"partials_dropped"`
+	Lookups         int64 `json:"lookups"`
+	LookupFallbacks int64 `json:"lookup_fallbacks"`
 	Keys            int   `json:"keys"`
 	Watermark       int64 `json:"watermark"`
 }

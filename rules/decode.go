@@ -139,8 +139,6 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 		p := reflect.New(v.Type().Elem())
 		d.decode(n, path, p.Elem())
 		v.Set(p)
-	case reflect.Interface:
-		v.Set(reflect.ValueOf(true)) // a present section (patterns, joins, ...): only its presence matters
 	case reflect.Struct:
 		d.decodeStruct(n, path, v)
 	case reflect.Slice:

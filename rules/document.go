@@ -16,15 +16,12 @@ import (
 // so that compile errors carry positions. The REST API (later) reads and writes
 // the same item types.
 type Document struct {
-	Streams  map[string]*StreamSpec  `yaml:"streams" json:"streams,omitempty"`
-	Windows  map[string]*WindowSpec  `yaml:"windows" json:"windows,omitempty"`
-	Rules    map[string]*RuleSpec    `yaml:"rules" json:"rules,omitempty"`
-	Patterns map[string]*PatternSpec `yaml:"patterns" json:"patterns,omitempty"`
-	Joins    map[string]*JoinSpec    `yaml:"joins" json:"joins,omitempty"`
-
-	// Sections that later parts of Vigil implement. They are decoded only to be
-	// refused with a clear error: a document is never half-applied.
-	Enrichments any `yaml:"enrichments" json:"-"`
+	Streams     map[string]*StreamSpec     `yaml:"streams" json:"streams,omitempty"`
+	Windows     map[string]*WindowSpec     `yaml:"windows" json:"windows,omitempty"`
+	Rules       map[string]*RuleSpec       `yaml:"rules" json:"rules,omitempty"`
+	Patterns    map[string]*PatternSpec    `yaml:"patterns" json:"patterns,omitempty"`
+	Joins       map[string]*JoinSpec       `yaml:"joins" json:"joins,omitempty"`
+	Enrichments map[string]*EnrichmentSpec `yaml:"enrichments" json:"enrichments,omitempty"`
 
 	pos   map[string]Pos // dotted path -> position of its value
 	lines []string       // source lines, for snippets

@@ -30,6 +30,7 @@ type Evaluator struct {
 	nfas          []*cep.NFA  // per pattern, conditions bound to this evaluator
 	joinWhere     []program   // per join
 	joinSel       []program
+	enrichKey     []program // per enrichment
 
 	partial     cep.Partial // the partial match a step condition is extending
 	partialOf   *Pattern
@@ -90,6 +91,9 @@ func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) ([]any, [
 	for _, j := range rs.Joins {
 		e.joinWhere = append(e.joinWhere, add(bind(j.where)))
 		e.joinSel = append(e.joinSel, add(bind(j.sel)))
+	}
+	for _, en := range rs.Enrichments {
+		e.enrichKey = append(e.enrichKey, add(bind(&en.key)))
 	}
 	e.ctx.Match = e.matchValues
 	for _, p := range rs.Patterns {

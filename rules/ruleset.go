@@ -28,13 +28,14 @@ const (
 // Ruleset is a compiled, validated ruleset: immutable and safe to share between
 // tasks. Each task binds its own Evaluator to it.
 type Ruleset struct {
-	Doc      *Document
-	Version  string // content hash of the source document
-	Streams  []*Stream
-	Windows  []*Window
-	Rules    []*Rule
-	Patterns []*Pattern
-	Joins    []*Join
+	Doc         *Document
+	Version     string // content hash of the source document
+	Streams     []*Stream
+	Windows     []*Window
+	Rules       []*Rule
+	Patterns    []*Pattern
+	Joins       []*Join
+	Enrichments []*Enrichment
 
 	streamIndex  map[string]int
 	derivedOrder []string // pattern names, in the order of their derived streams
@@ -68,6 +69,8 @@ type Stream struct {
 	Pattern int
 	Join    int
 	Joins   []JoinSide // the joins this stream feeds
+	// Enrichments are the lookups merged into this stream's events, in order.
+	Enrichments []int
 
 	key, time, id exprSource
 	fields        map[string]any // expr environment when the stream declares fields
@@ -174,17 +177,6 @@ func Compile(doc *Document, opts ...LoadOption) (*Ruleset, error) {
 		e := &CompileError{Path: path, Line: pos.Line, Column: pos.Column, Err: err}
 		errs = append(errs, e)
 	}
-	for _, section := range []struct {
-		name    string
-		present bool
-		issue   string
-	}{
-		{"enrichments", doc.Enrichments != nil, "async enrichment"},
-	} {
-		if section.present {
-			fail(section.name, fmt.Errorf("%s are not supported by this version of Vigil: remove the section", section.issue))
-		}
-	}
 	if len(doc.Streams) == 0 {
 		fail("streams", errors.New("a ruleset needs at least one stream"))
 	}
@@ -195,6 +187,7 @@ func Compile(doc *Document, opts ...LoadOption) (*Ruleset, error) {
 	c.compilePatterns(fail)
 	c.compileJoins(fail)
 	c.checkCycles(fail)
+	c.compileEnrichments(fail)
 	c.compileRules(fail)
 	c.deriveRetention(fail)
 	for _, st := range c.rs.Streams {

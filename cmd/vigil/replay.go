@@ -3,13 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vigil-cep/vigil/asyncio"
 	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/rules"
 )
@@ -22,6 +27,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	maxRecord := fs.Int("max-record-bytes", engine.DefaultMaxRecordBytes, "larger input lines go to the DLQ")
 	quiet := fs.Bool("quiet", false, "do not print the summary to standard error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
+	redisAddr := fs.String("redis", "", "Redis address (host:port) for the ruleset's redis enrichments")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -51,7 +57,9 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		defer outFile.Close()
 		out = outFile
 	}
-	cfg := engine.ReplayConfig{MaxRecordBytes: *maxRecord}
+	lookups, closeLookups := lookupFactory(*redisAddr)
+	defer closeLookups()
+	cfg := engine.ReplayConfig{MaxRecordBytes: *maxRecord, Lookups: lookups}
 	if isTerminal(stderr) {
 		cfg.Progress = func(n int64, elapsed time.Duration) {
 			fmt.Fprintf(stderr, "\r%d records, %.0f records/s ", n, float64(n)/elapsed.Seconds())
@@ -93,6 +101,30 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			stats.Records, elapsed.Round(time.Millisecond), float64(stats.Records)/elapsed.Seconds(), b)
 	}
 	return nil
+}
+
+// lookupFactory builds enrichment lookups: HTTP ones from their URL, Redis
+// ones on one client for addr (with per-call deadlines honoured, and no
+// client-side retries: the enrichment retries within its timeout).
+func lookupFactory(addr string) (engine.LookupFactory, func()) {
+	var client *redis.Client
+	factory := func(e *rules.Enrichment) (asyncio.Lookup, error) {
+		if !e.Redis {
+			return asyncio.NewHTTP(&http.Client{}, e.Method, e.URL, e.MaxBody), nil
+		}
+		if addr == "" {
+			return nil, errors.New("it reads Redis: give --redis ADDR")
+		}
+		if client == nil {
+			client = redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		}
+		return asyncio.NewRedis(client, e.RedisMode), nil
+	}
+	return factory, func() {
+		if client != nil {
+			client.Close()
+		}
+	}
 }
 
 // loadRules reads and compiles a ruleset, printing every error with its position.
