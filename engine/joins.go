@@ -23,7 +23,7 @@ func (t *Task) feedJoin(ji int, side join.Side, ev *stream.Event) {
 	saved := t.joinKey
 	t.joinKey = ev.Key
 	if !jo.op.Add(ev.Key, side, &join.Element{Time: ev.Time, Seq: t.seq, Value: ev}, t.wm, jo.emit) {
-		t.emitJoinLate(jo.j, ev)
+		t.emitLate("join", jo.j.Name, ev.Stream, ev.Key, ev.Time, ev.Raw)
 	}
 	t.joinKey = saved
 }
@@ -58,16 +58,4 @@ func (t *Task) onPair(ji int, p join.Pair) {
 	t.emit(Output{Kind: KindJoin, Key: key, Value: t.buf})
 
 	t.processDerived(&stream.Event{Stream: j.Derived, Key: key, Time: p.Time, Value: fields, Raw: string(jsonv.Append(nil, fields))})
-}
-
-func (t *Task) emitJoinLate(j *rules.Join, ev *stream.Event) {
-	t.stats.Late++
-	b := appendKind(t.buf[:0], KindLate)
-	b = appendStr(b, "join", j.Name)
-	b = appendStr(b, "stream", t.rs.Streams[ev.Stream].Name)
-	b = appendStr(b, "key", ev.Key)
-	b = appendInt(b, "time", ev.Time)
-	b = appendRaw(b, "value", ev.Raw)
-	t.buf = append(b, '}')
-	t.emit(Output{Kind: KindLate, Key: ev.Key, Value: t.buf})
 }

@@ -61,7 +61,7 @@ func (t *Task) feedPattern(pi int, ev *stream.Event) {
 		return
 	}
 	if ev.Time <= t.wm {
-		t.emitPatternLate(op.p, ev)
+		t.emitLate("pattern", op.p.Name, ev.Stream, ev.Key, ev.Time, ev.Raw)
 		return
 	}
 	i := len(pk.buf)
@@ -218,13 +218,7 @@ func (t *Task) processDerived(ev *stream.Event) {
 	ks := t.keyState(ev.Key)
 	ks.lastTime = max(ks.lastTime, ev.Time)
 	if st.Retention > 0 {
-		h := &ks.hist[ev.Stream]
-		var row any = ev.Value
-		if st.HistoryFields != nil {
-			row = stream.NewRow(st.HistoryFields, ev.Value)
-		}
-		h.add(ev.Time, row, t.ev.Mark(ev.Stream, ev.Value))
-		t.stats.HistoryOverflow += int64(h.evict(horizon(t.wm, st.Retention), st.MaxHistory))
+		t.keep(ks, st, ev.Time, project(ev.Value, st.HistoryFields), t.ev.Mark(ev.Stream, ev.Value))
 	}
 	rec := &Record{Stream: ev.Stream, StreamName: st.Name, Value: ev.Raw, Fields: ev.Value}
 	for _, w := range st.Windows {
@@ -241,18 +235,6 @@ func (t *Task) feedOperators(st *rules.Stream, ev *stream.Event) {
 	for _, pi := range st.Patterns {
 		t.feedPattern(pi, ev)
 	}
-}
-
-func (t *Task) emitPatternLate(p *rules.Pattern, ev *stream.Event) {
-	t.stats.Late++
-	b := appendKind(t.buf[:0], KindLate)
-	b = appendStr(b, "pattern", p.Name)
-	b = appendStr(b, "stream", t.rs.Streams[ev.Stream].Name)
-	b = appendStr(b, "key", ev.Key)
-	b = appendInt(b, "time", ev.Time)
-	b = appendRaw(b, "value", ev.Raw)
-	t.buf = append(b, '}')
-	t.emit(Output{Kind: KindLate, Key: ev.Key, Value: t.buf})
 }
 
 // dueEntry queues a pattern key at a time; dueHeap orders them by time, then

@@ -222,11 +222,7 @@ func (t *Task) Process(rec *Record) {
 
 	ks := t.keyState(rec.Key)
 	ks.lastTime = max(ks.lastTime, ts)
-	if st.Retention > 0 {
-		h := &ks.hist[rec.Stream]
-		h.add(ts, rec.row, rec.mark)
-		t.stats.HistoryOverflow += int64(h.evict(horizon(t.wm, st.Retention), st.MaxHistory))
-	}
+	t.keep(ks, st, ts, rec.row, rec.mark)
 	for _, w := range st.Windows {
 		t.addToWindow(w, ks.key, ts, rec.Fields, rec)
 	}
@@ -243,6 +239,16 @@ func (t *Task) Process(rec *Record) {
 		t.seen[rec.Stream].put(strings.Clone(rec.ID), seen{key: ks.key, time: ts, decision: stored})
 	}
 	t.observe(in, ts)
+}
+
+// keep adds an event to its key's history of st, when st keeps one.
+func (t *Task) keep(ks *keyState, st *rules.Stream, ts int64, row any, mark rules.Mark) {
+	if st.Retention == 0 {
+		return
+	}
+	h := &ks.hist[st.Index]
+	h.add(ts, row, mark)
+	t.stats.HistoryOverflow += int64(h.evict(horizon(t.wm, st.Retention), st.MaxHistory))
 }
 
 func decodeObject(text string) (map[string]any, error) {
@@ -305,7 +311,7 @@ func (t *Task) addToWindow(w int, key string, ts int64, fields map[string]any, r
 		return
 	}
 	if !t.windows[w].Add(key, ts, args, t.wm, t.fire[w]) {
-		t.emitLate(w, key, ts, rec)
+		t.emitLate("window", t.rs.Windows[w].Name, t.rs.Windows[w].Stream, key, ts, rec.Value)
 	}
 	clear(args)
 }
@@ -403,15 +409,16 @@ func (t *Task) dlq(rec *Record, msg string) {
 	t.emit(Output{Kind: KindDLQ, Value: t.buf})
 }
 
-func (t *Task) emitLate(w int, key string, ts int64, rec *Record) {
+// emitLate writes a late record: the event came at or below the watermark of
+// the operator named by kind ("window", "pattern", "join") and name.
+func (t *Task) emitLate(kind, name string, stream int, key string, ts int64, raw string) {
 	t.stats.Late++
-	win := t.rs.Windows[w]
 	b := appendKind(t.buf[:0], KindLate)
-	b = appendStr(b, "window", win.Name)
-	b = appendStr(b, "stream", t.rs.Streams[win.Stream].Name)
+	b = appendStr(b, kind, name)
+	b = appendStr(b, "stream", t.rs.Streams[stream].Name)
 	b = appendStr(b, "key", key)
 	b = appendInt(b, "time", ts)
-	b = appendRaw(b, "value", rec.Value)
+	b = appendRaw(b, "value", raw)
 	t.buf = append(b, '}')
 	t.emit(Output{Kind: KindLate, Key: key, Value: t.buf})
 }
