@@ -70,6 +70,8 @@ type exprSource struct {
 	// predicates keep the types their history elements had: unknown).
 	untyped bool
 	offset  int // of src within the document value (aggregate arguments)
+	// refs are the history() calls found when it was first compiled (rules).
+	refs []historyRef
 	// field is set when the expression is a bare field name: the task reads the
 	// map directly instead of running the VM.
 	field string

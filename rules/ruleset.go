@@ -451,12 +451,13 @@ func (c *compiler) compileRules(fail func(string, error)) {
 			continue
 		}
 		r.when = exprSource{src: string(spec.When), path: path + ".when", scope: scopeRule, stream: idx, kind: reflect.Bool}
-		if _, _, err := c.compile(&r.when, &Context{}); err != nil {
+		var err error
+		if _, r.when.refs, err = c.compile(&r.when, &Context{}); err != nil {
 			fail(r.when.path, err)
 		}
 		if spec.Reason != "" {
 			r.reason = &exprSource{src: string(spec.Reason), path: path + ".reason", scope: scopeRule, stream: idx, kind: reflect.Interface}
-			if _, _, err := c.compile(r.reason, &Context{}); err != nil {
+			if _, r.reason.refs, err = c.compile(r.reason, &Context{}); err != nil {
 				fail(r.reason.path, err)
 			}
 		}
@@ -482,12 +483,8 @@ func (c *compiler) deriveRetention(fail func(string, error)) {
 			if s == nil {
 				continue
 			}
-			_, refs, err := c.compile(s, &Context{})
-			if err != nil {
-				continue
-			}
 			names, whole := fieldsRead(s)
-			for _, ref := range refs {
+			for _, ref := range s.refs {
 				if ref.window > longest[ref.stream] {
 					longest[ref.stream], reader[ref.stream] = ref.window, s.path
 				}
