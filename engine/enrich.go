@@ -22,8 +22,7 @@ type LookupFactory func(e *rules.Enrichment) (asyncio.Lookup, error)
 // The replay goroutine drives it (Submit, Drain); one reader goroutine per
 // enrichment collects results; close stops them all.
 type enricher struct {
-	ev  *rules.Evaluator // key expressions, on the replay goroutine
-	x   *Extractor       // re-projects history rows once fields change
+	x   *Extractor // key expressions and re-projection, on the replay goroutine
 	ops []*enrichOp
 }
 
@@ -37,15 +36,11 @@ type enrichOp struct {
 }
 
 func newEnricher(rs *rules.Ruleset, lookups LookupFactory) (*enricher, error) {
-	ev, err := rs.NewEvaluator(func(int, int64) ([]any, []rules.Mark) { return nil, nil })
-	if err != nil {
-		return nil, err
-	}
 	x, err := NewExtractor(rs)
 	if err != nil {
 		return nil, err
 	}
-	en := &enricher{ev: ev, x: x}
+	en := &enricher{x: x}
 	for _, e := range rs.Enrichments {
 		if lookups == nil {
 			en.close()
@@ -87,7 +82,7 @@ func (en *enricher) run(ctx context.Context, b *batch) error {
 			if it.control || it.rec.Err != nil || it.rec.Stream != eo.e.Stream {
 				continue
 			}
-			key, err := en.ev.EnrichKey(i, it.rec.Fields)
+			key, err := en.x.ev.EnrichKey(i, it.rec.Fields)
 			if err != nil {
 				it.rec.Err = err
 				continue
