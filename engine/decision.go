@@ -119,3 +119,42 @@ func appendHits(b []byte, hits []hit, mode rules.Mode) []byte {
 	}
 	return append(b, ']')
 }
+
+// recallKey names a recorded decision: its stream and id.
+type recallKey struct{ stream, id string }
+
+// Recall registers a decision record this task emitted before a crash, read
+// back from the decisions topic after Restore (DESIGN §4 "Delivery": a
+// decision once emitted is final). When its transaction is replayed, the
+// event counts in the state as usual, but the recorded bytes are emitted
+// instead of a new decision. It reports whether value is a decision record.
+func (t *Task) Recall(value []byte) bool {
+	v, err := jsonv.Decode(string(value))
+	m, ok := v.(map[string]any)
+	if err != nil || !ok || m["kind"] != "decision" {
+		return false
+	}
+	id, ok1 := m["id"].(string)
+	st, ok2 := m["stream"].(string)
+	if !ok1 || !ok2 {
+		return false
+	}
+	if t.recall == nil {
+		t.recall = make(map[recallKey][]byte)
+	}
+	t.recall[recallKey{st, id}] = append([]byte(nil), value...)
+	return true
+}
+
+// recalled returns, and forgets, the recorded decision of an event.
+func (t *Task) recalled(st *rules.Stream, id string, hasID bool) ([]byte, bool) {
+	if len(t.recall) == 0 || !hasID {
+		return nil, false
+	}
+	k := recallKey{st.Name, id}
+	b, ok := t.recall[k]
+	if ok {
+		delete(t.recall, k)
+	}
+	return b, ok
+}

@@ -19,6 +19,9 @@ const (
 	KindMatch
 	KindTimeout
 	KindJoin
+
+	// KindCount is the number of kinds.
+	KindCount
 )
 
 func (k Kind) String() string {

@@ -19,6 +19,7 @@ import (
 type Record struct {
 	Stream       int    // index of the stream in the ruleset; -1 if the input named none known
 	StreamName   string // the stream (or topic) the input named, for DLQ records
+	Topic        string // the Kafka topic; set, DLQ records carry it and Raw is base64
 	Partition    int32
 	Offset       int64 // Kafka offset, or replay line number
 	Timestamp    int64 // Kafka record timestamp, for streams that take their time from it
@@ -89,9 +90,10 @@ type Task struct {
 	curTime   int64
 	lastSweep int64
 
-	buf   []byte
-	hits  []hit
-	stats Stats
+	buf    []byte
+	hits   []hit
+	stats  Stats
+	recall map[recallKey][]byte // decisions emitted before a restore (Recall)
 }
 
 // keyState is what a task keeps per key. The key string is a copy owned
@@ -233,7 +235,13 @@ func (t *Task) Process(rec *Record) {
 	}
 	var stored []byte
 	if st.Decide != rules.DecideNever {
-		stored = t.decide(st, rec.ID, ks, ts, rec.Fields)
+		if b, ok := t.recalled(st, rec.ID, rec.HasID); ok {
+			t.stats.Decisions++
+			t.emit(Output{Kind: KindDecision, Key: rec.ID, Value: b})
+			stored = b
+		} else {
+			stored = t.decide(st, rec.ID, ks, ts, rec.Fields)
+		}
 	}
 	if rec.HasID {
 		t.seen[rec.Stream].put(strings.Clone(rec.ID), seen{key: ks.key, time: ts, decision: stored})
@@ -349,6 +357,10 @@ func (t *Task) RaiseWatermark(streamIdx int, partition int32, wm int64) {
 	t.advance(t.wms.Current())
 }
 
+// Tick moves the watermark as processing time passes with no input: an
+// input that has gone idle stops holding the task watermark back.
+func (t *Task) Tick() { t.advance(t.wms.Current()) }
+
 // Finish ends a bounded input: the watermark jumps to its maximum, so every
 // window fires and all state is flushed.
 func (t *Task) Finish() { t.advance(t.wms.Finish()) }
@@ -401,6 +413,9 @@ func (t *Task) dlq(rec *Record, msg string) {
 	t.stats.DLQ++
 	b := appendKind(t.buf[:0], KindDLQ)
 	b = appendStr(b, "stream", rec.StreamName)
+	if rec.Topic != "" {
+		b = appendStr(b, "topic", rec.Topic)
+	}
 	b = appendInt(b, "partition", int64(rec.Partition))
 	b = appendInt(b, "offset", rec.Offset)
 	b = appendStr(b, "error", msg)
