@@ -26,6 +26,7 @@ func runGen(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.Partitions, "partitions", 1, "spread users over this many input partitions (replay runs a task per partition)")
 	outPath := fs.String("out", "-", "output file; - writes standard output")
 	truthPath := fs.String("truth", "", "also write the planted fraud cases (NDJSON) to this file")
+	kafkaStream := fs.String("kafka", "", "write only this stream's records, as KEY<TAB>VALUE lines for `kcat -P -K '\\t' -t TOPIC`")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -50,7 +51,13 @@ func runGen(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		defer f.Close()
 		out = f
 	}
-	planted, err := workload.Generate(out, c)
+	var planted []workload.Planted
+	var err error
+	if *kafkaStream != "" {
+		planted, err = generateForKafka(out, c, *kafkaStream)
+	} else {
+		planted, err = workload.Generate(out, c)
+	}
 	if err != nil {
 		return err
 	}
@@ -78,4 +85,49 @@ func runGen(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("write %s: %w", *truthPath, err)
 	}
 	return f.Close()
+}
+
+// generateForKafka writes the workload's records of one stream as
+// "key<TAB>value" lines, the key being the record's user_id: kcat -K '\t'
+// hashes it, so that a user's records land on the same partition number of
+// every topic (co-partitioning, DESIGN §2).
+func generateForKafka(out io.Writer, c workload.Config, streamName string) ([]workload.Planted, error) {
+	pr, pw := io.Pipe()
+	var planted []workload.Planted
+	done := make(chan error, 1)
+	go func() {
+		p, err := workload.Generate(pw, c)
+		planted = p
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	w := bufio.NewWriter(out)
+	sc := bufio.NewScanner(pr)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Stream string          `json:"stream"`
+			Value  json.RawMessage `json:"value"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil || line.Stream != streamName {
+			continue
+		}
+		var key struct {
+			UserID string `json:"user_id"`
+		}
+		_ = json.Unmarshal(line.Value, &key)
+		w.WriteString(key.UserID)
+		w.WriteByte('\t')
+		w.Write(line.Value)
+		w.WriteByte('\n')
+	}
+	if err := sc.Err(); err != nil {
+		pr.CloseWithError(err)
+		<-done
+		return nil, err
+	}
+	if err := <-done; err != nil {
+		return nil, err
+	}
+	return planted, w.Flush()
 }

@@ -32,6 +32,9 @@ func commands() map[string]command {
 		"validate": {"check a ruleset document and report every mistake with its position", runValidate},
 		"gen":      {"write a synthetic workload with planted fraud (NDJSON, replay format)", runGen},
 		"version":  {"print the version", runVersion},
+		"serve":    {"run the rules over Kafka (an embedded broker unless --brokers is given)", runServe},
+		"broker":   {"run the embedded Kafka-protocol broker alone", runBroker},
+		"rules":    {"rules push FILE: validate a ruleset and publish it as the new version", runRules},
 	}
 }
 

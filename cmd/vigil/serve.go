@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/vigil-cep/vigil/examples"
+	"github.com/vigil-cep/vigil/kafka"
+)
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", "serve [--rules RULES.yaml] [--brokers HOST:PORT,...] [flags]", stderr)
+	d := kafka.DefaultConfig
+	cfg := d
+	rulesPath := fs.String("rules", "", "ruleset that seeds the rules topic when it is empty (default: the example ruleset)")
+	brokers := fs.String("brokers", "", "Kafka bootstrap brokers, comma-separated; empty starts the embedded broker")
+	listen := fs.String("kafka-listen", "127.0.0.1:9092", "address of the embedded broker (without --brokers)")
+	fs.StringVar(&cfg.DataDir, "data-dir", d.DataDir, "checkpoints (and the embedded broker's log) live here")
+	fs.StringVar(&cfg.Group, "group", d.Group, "consumer group: instances in one group share the partitions")
+	fs.StringVar(&cfg.InstanceID, "instance-id", "", "static group member id, stable across restarts (default: from the host name and --data-dir)")
+	partitions := fs.Int("partitions", int(d.Partitions), "partitions of the topics Vigil creates (tasks run one per partition)")
+	fs.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", d.CheckpointInterval, "how often each task checkpoints and commits")
+	fs.IntVar(&cfg.CheckpointKeep, "checkpoint-keep", d.CheckpointKeep, "checkpoints kept per task (a corrupt newest one falls back to the previous)")
+	fs.IntVar(&cfg.QueueBatches, "queue-batches", d.QueueBatches, "fetched batches queued per task before its partitions pause")
+	fs.IntVar(&cfg.MaxBufferedRecords, "max-buffered-records", d.MaxBufferedRecords, "unacknowledged output records before tasks wait")
+	fs.DurationVar(&cfg.Linger, "linger", d.Linger, "producer linger: 0 sends at once (latency); a few ms batches more (throughput)")
+	fs.DurationVar(&cfg.FetchMaxWait, "fetch-max-wait", d.FetchMaxWait, "how long a fetch may wait for data (latency vs. fewer requests)")
+	fs.IntVar(&cfg.MaxRecordBytes, "max-record-bytes", d.MaxRecordBytes, "larger input records go to the DLQ")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "bound on the final drain and checkpoint after SIGTERM")
+	t := &cfg.Topics
+	fs.StringVar(&t.Decisions, "decisions-topic", d.Topics.Decisions, "decision records (key = transaction id)")
+	fs.StringVar(&t.Alerts, "alerts-topic", d.Topics.Alerts, "pattern matches and timeouts")
+	fs.StringVar(&t.Joins, "joins-topic", d.Topics.Joins, "interval-join pairs")
+	fs.StringVar(&t.Windows, "windows-topic", d.Topics.Windows, "window results")
+	fs.StringVar(&t.Late, "late-topic", d.Topics.Late, "late side output")
+	fs.StringVar(&t.DLQ, "dlq-topic", d.Topics.DLQ, "unreadable input records")
+	fs.StringVar(&t.Rules, "rules-topic", d.Topics.Rules, "ruleset versions (compacted)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg.Partitions = int32(*partitions)
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	cfg.Logger = log
+
+	seed := examples.Fraud
+	if *rulesPath != "" {
+		b, err := os.ReadFile(*rulesPath)
+		if err != nil {
+			return err
+		}
+		seed = b
+	}
+	if *brokers == "" {
+		b, err := kafka.StartBroker(kafka.BrokerConfig{Listen: *listen, DataDir: filepath.Join(cfg.DataDir, "broker"),
+			Partitions: cfg.Partitions})
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		log.Info("embedded broker", "addr", b.Addr(), "data", filepath.Join(cfg.DataDir, "broker"))
+		cfg.Brokers = []string{b.Addr()}
+	} else {
+		cfg.Brokers = strings.Split(*brokers, ",")
+	}
+	svc, err := kafka.New(ctx, cfg, seed)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "vigil serving ruleset %s on %s (decisions: %s)\n", svc.Ruleset().Version,
+		strings.Join(cfg.Brokers, ","), cfg.Topics.Decisions)
+	return svc.Run(ctx)
+}
+
+func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("broker", "broker [--listen HOST:PORT] [--data-dir DIR]", stderr)
+	listen := fs.String("listen", "127.0.0.1:9092", "address to listen on (port 0 picks a free one)")
+	dir := fs.String("data-dir", "vigil-data/broker", "where the log is kept; empty keeps it in memory")
+	partitions := fs.Int("partitions", int(kafka.DefaultConfig.Partitions), "partitions of auto-created topics")
+	syncWrites := fs.Bool("sync-writes", false, "fsync every produced batch")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	b, err := kafka.StartBroker(kafka.BrokerConfig{Listen: *listen, DataDir: *dir, Partitions: int32(*partitions),
+		SyncWrites: *syncWrites})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "vigil broker listening on %s\n", b.Addr())
+	<-ctx.Done()
+	b.Close()
+	return nil
+}
+
+func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "push" {
+		fmt.Fprintln(stderr, "Usage: vigil rules push [--brokers HOST:PORT] [--rules-topic T] FILE")
+		return errUsage
+	}
+	fs := newFlags("rules", "rules push [--brokers HOST:PORT] FILE", stderr)
+	brokers := fs.String("brokers", "127.0.0.1:9092", "Kafka bootstrap brokers, comma-separated")
+	topic := fs.String("rules-topic", kafka.DefaultTopics.Rules, "the rules topic")
+	if err := fs.Parse(args[1:]); err != nil {
+		return errUsage
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errUsage
+	}
+	src, err := os.ReadFile(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	rs, err := kafka.PushRules(ctx, strings.Split(*brokers, ","), *topic, src)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "published ruleset version %s on %s\n", rs.Version, *topic)
+	return nil
+}

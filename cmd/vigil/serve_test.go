@@ -1,0 +1,436 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The tests here run the vigil binary as a process, next to kcat as an
+// independent Kafka client: the service is exercised the way a user runs it.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// vigilBinary builds cmd/vigil once per test run.
+func vigilBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "vigil-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "vigil")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func needKcat(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Fatal("kcat is not installed: ./scripts/test installs it (apt-get install kafkacat)")
+	}
+}
+
+// proc is a vigil process started by a test.
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	mu     *sync.Mutex
+}
+
+// startVigil starts `vigil args...`, waits for the first stdout line that
+// contains want and returns the process and that line. The process is
+// killed at cleanup.
+func startVigil(t *testing.T, want string, args ...string) (*proc, string) {
+	t.Helper()
+	cmd := exec.Command(vigilBinary(t), args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, stderr: new(bytes.Buffer), mu: new(sync.Mutex)}
+	cmd.Stderr = lockedWriter{p.mu, p.stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("vigil %s exited before %q; stderr:\n%s", args[0], want, p.logs())
+			}
+			if strings.Contains(l, want) {
+				go func() {
+					for range lines {
+					}
+				}()
+				return p, l
+			}
+		case <-timeout:
+			t.Fatalf("vigil %s: no %q within 60s; stderr:\n%s", args[0], want, p.logs())
+		}
+	}
+}
+
+func (p *proc) logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// lastField returns the last space-separated word of s.
+func lastField(s string) string {
+	f := strings.Fields(s)
+	return f[len(f)-1]
+}
+
+// produceWorkload writes the `vigil gen` workload of genArgs to the three
+// input topics with kcat, keyed by user (kcat's partitioner hashes the key
+// the same way for every topic: co-partitioned).
+func produceWorkload(t *testing.T, broker string, genArgs ...string) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, topic := range []string{"transactions", "logins", "devices"} {
+		file := filepath.Join(dir, topic+".tsv")
+		args := append([]string{"gen", "--kafka", topic, "--out", file}, genArgs...)
+		if out, err := exec.Command(vigilBinary(t), args...).CombinedOutput(); err != nil {
+			t.Fatalf("vigil gen: %v\n%s", err, out)
+		}
+		out, err := exec.Command("kcat", "-P", "-b", broker, "-t", topic, "-K", "\t", "-l", file).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kcat -P %s: %v\n%s", topic, err, out)
+		}
+	}
+}
+
+// kafkaRecord is one record read by kcat: key and value.
+type kafkaRecord struct{ key, value string }
+
+// consume reads a whole topic with kcat.
+func consume(t *testing.T, broker, topic string) []kafkaRecord {
+	t.Helper()
+	out, err := exec.Command("kcat", "-C", "-b", broker, "-t", topic, "-e", "-q", "-f", "%k\t%s\n").Output()
+	if err != nil {
+		t.Fatalf("kcat -C %s: %v", topic, err)
+	}
+	var recs []kafkaRecord
+	for l := range strings.Lines(string(out)) {
+		k, v, _ := strings.Cut(strings.TrimSuffix(l, "\n"), "\t")
+		recs = append(recs, kafkaRecord{k, v})
+	}
+	return recs
+}
+
+// decision is what the comparisons read of a decision record.
+type decision struct {
+	ID     string `json:"id"`
+	Action string `json:"action"`
+	Rules  []struct {
+		Rule string `json:"rule"`
+	} `json:"rules"`
+	Shadow []struct {
+		Rule string `json:"rule"`
+	} `json:"shadow"`
+}
+
+// firedRules returns the active and shadow rules a decision names, restricted
+// to those in keep.
+func (d decision) firedRules(keep []string) []string {
+	var out []string
+	for _, r := range append(d.Rules, d.Shadow...) {
+		if slices.Contains(keep, r.Rule) {
+			out = append(out, r.Rule)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// replayDecisions runs `vigil replay` with the example ruleset on the same
+// workload: decision bytes by id.
+func replayDecisions(t *testing.T, genArgs ...string) map[string]string {
+	t.Helper()
+	return replayDecisionsWith(t, "../../examples/fraud.yaml", genArgs...)
+}
+
+func replayDecisionsWith(t *testing.T, rulesPath string, genArgs ...string) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events.ndjson")
+	if out, err := exec.Command(vigilBinary(t), append([]string{"gen", "--out", events}, genArgs...)...).CombinedOutput(); err != nil {
+		t.Fatalf("vigil gen: %v\n%s", err, out)
+	}
+	out, err := exec.Command(vigilBinary(t), "replay", "--quiet", "--rules", rulesPath, "--events", events).Output()
+	if err != nil {
+		t.Fatalf("vigil replay: %v", err)
+	}
+	got := make(map[string]string)
+	for l := range strings.Lines(string(out)) {
+		if !strings.HasPrefix(l, `{"kind":"decision"`) {
+			continue
+		}
+		var d decision
+		if err := json.Unmarshal([]byte(l), &d); err != nil {
+			t.Fatal(err)
+		}
+		got[d.ID] = strings.TrimSuffix(l, "\n")
+	}
+	return got
+}
+
+// waitDecisions reads the decisions topic until every id of want has a
+// decision, and returns every record read (duplicates included).
+func waitDecisions(t *testing.T, broker string, want map[string]string, p *proc) []kafkaRecord {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		recs := consume(t, broker, "vigil.decisions")
+		seen := make(map[string]bool, len(recs))
+		for _, r := range recs {
+			seen[r.key] = true
+		}
+		missing := 0
+		for id := range want {
+			if !seen[id] {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return recs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d transactions have no decision after 3 minutes; vigil's log:\n%s", missing, len(want), p.logs())
+		}
+		time.Sleep(500 * time.Millisecond) // polling a running service for its output
+	}
+}
+
+// orderIndependent are the example ruleset's rules that read only the
+// transactions stream: their outcome cannot depend on how the topics'
+// arrivals interleave (ato_spend and takeover_spend read logins and devices).
+var orderIndependent = []string{"many_ips", "card_testing", "large_amount"}
+
+// checkDecisions compares the decisions read from Kafka with replay's: every
+// id decided, every duplicate byte-identical, and the order-independent
+// rules firing exactly as in replay.
+func checkDecisions(t *testing.T, recs []kafkaRecord, want map[string]string) {
+	t.Helper()
+	first := make(map[string]string)
+	dups := 0
+	for _, r := range recs {
+		if prev, ok := first[r.key]; ok {
+			dups++
+			if prev != r.value {
+				t.Errorf("id %s decided twice differently:\n%s\n%s", r.key, prev, r.value)
+			}
+			continue
+		}
+		first[r.key] = r.value
+	}
+	if len(first) != len(want) {
+		t.Errorf("%d ids decided over Kafka, %d by replay", len(first), len(want))
+	}
+	differ := 0
+	for id, w := range want {
+		var a, b decision
+		json.Unmarshal([]byte(w), &a)
+		json.Unmarshal([]byte(first[id]), &b)
+		if !slices.Equal(a.firedRules(orderIndependent), b.firedRules(orderIndependent)) {
+			if differ++; differ <= 5 {
+				t.Errorf("id %s: replay fired %v, Kafka %v\nreplay: %s\nkafka:  %s", id,
+					a.firedRules(orderIndependent), b.firedRules(orderIndependent), w, first[id])
+			}
+		}
+	}
+	if differ > 0 {
+		t.Errorf("%d of %d decisions differ from replay on the order-independent rules", differ, len(want))
+	}
+	t.Logf("%d records on %s, %d ids, %d duplicates (identical)", len(recs), "vigil.decisions", len(first), dups)
+}
+
+// TestServeEndToEnd: `vigil serve` with its embedded broker on a free port;
+// kcat produces the `vigil gen` workload and reads vigil.decisions; the
+// decisions agree with `vigil replay` on the same input.
+func TestServeEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	needKcat(t)
+	genArgs := []string{"--events", "30000", "--users", "2000", "--seed", "7"}
+	p, line := startVigil(t, "vigil serving", "serve", "--kafka-listen", "127.0.0.1:0",
+		"--data-dir", t.TempDir(), "--checkpoint-interval", "1s")
+	broker := strings.Fields(line)[5] // vigil serving ruleset V on ADDR (...)
+	produceWorkload(t, broker, genArgs...)
+	want := replayDecisions(t, genArgs...)
+	recs := waitDecisions(t, broker, want, p)
+	checkDecisions(t, recs, want)
+
+	// SIGTERM: drain, final checkpoint, exit 0.
+	p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v\n%s", err, p.logs())
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("no exit within 30s of SIGTERM")
+	}
+
+}
+
+// velocityRules decides every transaction and writes the velocity features
+// into the reason: a transaction counted twice in the state after a crash
+// shows as a different reason than replay's.
+const velocityRules = `
+streams:
+  transactions: {topic: transactions, key: user_id, time: ts, id: tx_id, decide: true,
+                 watermark: {max_out_of_order: 5s}}
+rules:
+  velocity:
+    stream: transactions
+    action: review
+    score: 1
+    when: 'true'
+    reason: '"n=" + string(len(history("transactions", "1h"))) + " sum=" + string(sum(map(history("transactions", "1h"), .amount))) + " ips=" + string(len(uniq(map(history("transactions", "10m"), .ip))))'
+`
+
+// TestServeCrashRecovery: `vigil broker` runs as its own process; `vigil
+// serve` is killed with SIGKILL at random moments while it processes, and
+// restarted each time; the newest checkpoint of a task is torn before the
+// last start. At the end every transaction has a decision, duplicates are
+// byte-identical, and every decision equals the uninterrupted replay's: the
+// velocity features in the reasons show no event was counted twice.
+func TestServeCrashRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	needKcat(t)
+	dir := t.TempDir()
+	rulesPath := filepath.Join(dir, "velocity.yaml")
+	if err := os.WriteFile(rulesPath, []byte(velocityRules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, line := startVigil(t, "listening on", "broker", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "broker"))
+	broker := lastField(line)
+
+	// The workload, in chunks produced between the crashes.
+	const chunks = 12
+	genArgs := []string{"--events", "24000", "--users", "1500", "--seed", "11"}
+	file := filepath.Join(dir, "tx.tsv")
+	if out, err := exec.Command(vigilBinary(t), append([]string{"gen", "--kafka", "transactions", "--out", file}, genArgs...)...).CombinedOutput(); err != nil {
+		t.Fatalf("vigil gen: %v\n%s", err, out)
+	}
+	data, _ := os.ReadFile(file)
+	lines := strings.SplitAfter(string(data), "\n")
+	serveArgs := []string{"serve", "--brokers", broker, "--rules", rulesPath, "--data-dir", filepath.Join(dir, "state"),
+		"--checkpoint-interval", "300ms"}
+	rng := time.Now().UnixNano()
+	t.Logf("kill delays seeded with %d", rng)
+	for i := range chunks {
+		part := strings.Join(lines[i*len(lines)/chunks:(i+1)*len(lines)/chunks], "")
+		chunk := filepath.Join(dir, fmt.Sprintf("chunk%d.tsv", i))
+		os.WriteFile(chunk, []byte(part), 0o644)
+		if out, err := exec.Command("kcat", "-P", "-b", broker, "-t", "transactions", "-K", "\t", "-l", chunk).CombinedOutput(); err != nil {
+			t.Fatalf("kcat -P: %v\n%s", err, out)
+		}
+		p, _ := startVigil(t, "vigil serving", serveArgs...)
+		rng = rng*6364136223846793005 + 1442695040888963407
+		delay := 200*time.Millisecond + time.Duration(uint64(rng)>>33%1500)*time.Millisecond
+		time.Sleep(delay) // a random moment to crash at
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+	}
+
+	// Tear the newest checkpoint of one task: the next start must fall back
+	// to the previous one.
+	ckpts, _ := filepath.Glob(filepath.Join(dir, "state", "checkpoints", "task-0-*.ckpt"))
+	if len(ckpts) < 2 {
+		t.Fatalf("task 0 has %d checkpoints after the crashes, want 2 or more", len(ckpts))
+	}
+	slices.Sort(ckpts)
+	newest := ckpts[len(ckpts)-1]
+	st, _ := os.Stat(newest)
+	if err := os.Truncate(newest, st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+
+	p, _ := startVigil(t, "vigil serving", serveArgs...)
+	want := replayDecisionsWith(t, rulesPath, genArgs...)
+	recs := waitDecisions(t, broker, want, p)
+	if !strings.Contains(p.logs(), "corrupt checkpoint skipped") {
+		t.Errorf("the torn checkpoint %s was not reported; log:\n%s", newest, p.logs())
+	}
+	first := make(map[string]string)
+	dups := 0
+	for _, r := range recs {
+		if prev, ok := first[r.key]; ok {
+			dups++
+			if prev != r.value {
+				t.Errorf("id %s: a re-emitted decision differs:\n%s\n%s", r.key, prev, r.value)
+			}
+			continue
+		}
+		first[r.key] = r.value
+	}
+	differ := 0
+	for id, w := range want {
+		if first[id] != w {
+			if differ++; differ <= 5 {
+				t.Errorf("id %s:\nreplay: %s\nkafka:  %s", id, w, first[id])
+			}
+		}
+	}
+	if differ > 0 {
+		t.Errorf("%d of %d decisions differ from the uninterrupted replay", differ, len(want))
+	}
+	t.Logf("%d decisions, %d ids, %d re-emitted duplicates", len(recs), len(first), dups)
+}

@@ -1,0 +1,406 @@
+package kafka
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/vigil-cep/vigil/rules"
+	"github.com/vigil-cep/vigil/state"
+)
+
+// Config configures a Service. Zero values take the defaults of
+// DefaultConfig.
+type Config struct {
+	Brokers            []string
+	Group              string        // consumer group of the tasks
+	InstanceID         string        // static group membership; "" derives one from the host and DataDir
+	Topics             Topics        // output and rules topic names
+	Partitions         int32         // partitions of topics Vigil creates
+	CheckpointInterval time.Duration // how often each task checkpoints
+	CheckpointKeep     int           // snapshots kept per task
+	DataDir            string        // checkpoints live under DataDir/checkpoints
+	QueueBatches       int           // fetched batches a task may have queued before its partitions pause
+	MaxBufferedRecords int           // produced records not yet acknowledged, per process
+	Linger             time.Duration // producer linger: 0 sends at once (lowest latency)
+	FetchMaxWait       time.Duration // how long the broker may hold a fetch with no data
+	MaxRecordBytes     int           // larger input records go to the DLQ
+	ShutdownTimeout    time.Duration // bound on the final drain and checkpoint
+	Logger             *slog.Logger
+}
+
+// DefaultConfig holds the low-latency defaults (DESIGN §4 "Backpressure");
+// the README lists which knobs trade latency for throughput.
+var DefaultConfig = Config{
+	Group:              "vigil",
+	Topics:             DefaultTopics,
+	Partitions:         4,
+	CheckpointInterval: 10 * time.Second,
+	CheckpointKeep:     state.DefaultKeep,
+	DataDir:            "vigil-data",
+	QueueBatches:       16,
+	MaxBufferedRecords: 100_000,
+	Linger:             0,
+	FetchMaxWait:       50 * time.Millisecond,
+	MaxRecordBytes:     1 << 20,
+	ShutdownTimeout:    30 * time.Second,
+}
+
+func (c *Config) fillDefaults() {
+	d := DefaultConfig
+	if c.Group == "" {
+		c.Group = d.Group
+	}
+	t := &c.Topics
+	for _, f := range []struct {
+		dst *string
+		def string
+	}{
+		{&t.Decisions, d.Topics.Decisions}, {&t.Alerts, d.Topics.Alerts}, {&t.Joins, d.Topics.Joins},
+		{&t.Windows, d.Topics.Windows}, {&t.Late, d.Topics.Late}, {&t.DLQ, d.Topics.DLQ}, {&t.Rules, d.Topics.Rules},
+	} {
+		if *f.dst == "" {
+			*f.dst = f.def
+		}
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = d.Partitions
+	}
+	if c.CheckpointInterval <= 0 {
+		c.CheckpointInterval = d.CheckpointInterval
+	}
+	if c.CheckpointKeep <= 0 {
+		c.CheckpointKeep = d.CheckpointKeep
+	}
+	if c.DataDir == "" {
+		c.DataDir = d.DataDir
+	}
+	if c.QueueBatches <= 0 {
+		c.QueueBatches = d.QueueBatches
+	}
+	if c.MaxBufferedRecords <= 0 {
+		c.MaxBufferedRecords = d.MaxBufferedRecords
+	}
+	if c.FetchMaxWait <= 0 {
+		c.FetchMaxWait = d.FetchMaxWait
+	}
+	if c.MaxRecordBytes <= 0 {
+		c.MaxRecordBytes = d.MaxRecordBytes
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = d.ShutdownTimeout
+	}
+	if c.InstanceID == "" {
+		c.InstanceID = defaultInstanceID(c.DataDir)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Service runs a ruleset over Kafka: one task per co-partition (partition p
+// of every input topic), each on its own goroutine, owning its keys' state,
+// checkpointing it with its input offsets, and writing its outputs to the
+// output topics (DESIGN §2, §4 "Delivery").
+type Service struct {
+	cfg    Config
+	rs     *rules.Ruleset
+	inputs []string
+	topic  map[string]int // input topic -> stream index
+	counts map[string]int32
+	cl     *kgo.Client
+	adm    *kadm.Client
+	ckpt   state.Backend
+	log    *slog.Logger
+
+	mu    sync.Mutex
+	tasks map[int32]*task
+	fail  chan error // a task's fatal error (produce or checkpoint failure)
+}
+
+// New connects to the brokers, creates missing topics, and loads the ruleset:
+// the latest version on the rules topic, or seed when that topic is empty
+// (seed is then published there).
+func New(ctx context.Context, cfg Config, seed []byte) (*Service, error) {
+	cfg.fillDefaults()
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("kafka: no brokers")
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger, tasks: make(map[int32]*task), fail: make(chan error, 1)}
+	// Topics are created and then looked up at once: a short metadata age
+	// keeps the client from serving the "unknown topic" it cached before.
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	s.adm = kadm.NewClient(admCl)
+	src, version, err := loadRules(ctx, cfg.Brokers, s.adm, cfg.Topics.Rules, seed, s.log)
+	if err != nil {
+		s.adm.Close()
+		return nil, err
+	}
+	if s.rs, err = rules.Load(src); err != nil {
+		s.adm.Close()
+		return nil, fmt.Errorf("ruleset on %s (version %s): %w", cfg.Topics.Rules, version, err)
+	}
+	s.inputs = InputTopics(s.rs)
+	if len(s.inputs) == 0 {
+		s.adm.Close()
+		return nil, errors.New("the ruleset has no input stream with a topic")
+	}
+	s.topic = make(map[string]int)
+	for _, st := range s.rs.Streams {
+		if st.Pattern < 0 && st.Join < 0 {
+			s.topic[st.Topic] = st.Index
+		}
+	}
+	if s.counts, err = ensureTopics(ctx, s.adm, s.inputs, cfg.Topics, cfg.Partitions); err != nil {
+		s.adm.Close()
+		return nil, err
+	}
+	dir, err := state.OpenDir(cfg.DataDir+"/checkpoints", state.Keep(cfg.CheckpointKeep),
+		state.OnCorrupt(func(file string, err error) {
+			s.log.Warn("corrupt checkpoint skipped; using the previous one", "file", file, "err", err)
+		}))
+	if err != nil {
+		s.adm.Close()
+		return nil, err
+	}
+	s.ckpt = dir
+	return s, nil
+}
+
+// Ruleset returns the ruleset the tasks run.
+func (s *Service) Ruleset() *rules.Ruleset { return s.rs }
+
+// Run consumes until ctx is done, then stops every task (drain, final
+// checkpoint, commit) within the shutdown timeout. It returns nil after a
+// clean stop, or the first fatal error.
+func (s *Service) Run(ctx context.Context) error {
+	defer s.adm.Close()
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(s.cfg.Brokers...),
+		kgo.ConsumerGroup(s.cfg.Group),
+		// Static membership (KIP-345): a process restarted after a crash
+		// takes its old place, and partitions, at once, instead of waiting
+		// for the group to time the dead member out.
+		kgo.InstanceID(s.cfg.InstanceID),
+		kgo.ConsumeTopics(s.inputs...),
+		// Range assigns partition p of every topic to the same member when
+		// the topics have equal partition counts: co-partitions stay together.
+		kgo.Balancers(kgo.RangeBalancer()),
+		kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.AdjustFetchOffsetsFn(s.assign),
+		kgo.OnPartitionsRevoked(s.revoke),
+		kgo.OnPartitionsLost(s.revoke),
+		kgo.FetchMaxWait(s.cfg.FetchMaxWait),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MaxBufferedRecords(s.cfg.MaxBufferedRecords),
+		kgo.ProducerLinger(s.cfg.Linger),
+		kgo.RecordDeliveryTimeout(0),
+	)
+	if err != nil {
+		return err
+	}
+	s.cl = cl
+	s.log.Info("consuming", "topics", s.inputs, "group", s.cfg.Group, "ruleset", s.rs.Version)
+
+	runErr := s.poll(ctx)
+
+	// Stop the tasks ourselves rather than through a revoke, so that their
+	// final checkpoints and commits run before the client leaves the group.
+	stop, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	s.stopTasks(stop, nil)
+	done := make(chan struct{})
+	go func() { cl.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-stop.Done():
+		runErr = errors.Join(runErr, errors.New("shutdown timed out"))
+	}
+	return runErr
+}
+
+// poll fetches records and hands each partition's batch to its task. A task
+// whose queue is full has its partitions paused until it has drained half
+// of it: memory stays bounded and other tasks keep going.
+func (s *Service) poll(ctx context.Context) error {
+	paused := make(map[int32]bool)
+	for {
+		select {
+		case err := <-s.fail:
+			return err
+		default:
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.resumeDrained(paused)
+		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		fs := s.cl.PollRecords(pctx, 10_000)
+		cancel()
+		if fs.IsClientClosed() {
+			return nil
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				s.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+			}
+		})
+		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+			if len(ftp.Records) == 0 {
+				return
+			}
+			s.mu.Lock()
+			t := s.tasks[ftp.Partition]
+			s.mu.Unlock()
+			if t == nil {
+				return // revoked meanwhile: the next owner reads it from its checkpoint
+			}
+			b := &batch{stream: s.topic[ftp.Topic], topic: ftp.Topic, records: ftp.Records}
+			select {
+			case t.in <- b:
+				return
+			default:
+			}
+			// Full: pause this task's partitions, then wait for room for
+			// what was already fetched.
+			if !paused[t.part] {
+				paused[t.part] = true
+				s.cl.PauseFetchPartitions(s.partitionsOf(t.part))
+			}
+			select {
+			case t.in <- b:
+			case <-t.quit:
+			case <-ctx.Done():
+			}
+		})
+	}
+}
+
+func (s *Service) resumeDrained(paused map[int32]bool) {
+	for p := range paused {
+		s.mu.Lock()
+		t := s.tasks[p]
+		s.mu.Unlock()
+		if t == nil || len(t.in) <= cap(t.in)/2 {
+			delete(paused, p)
+			s.cl.ResumeFetchPartitions(s.partitionsOf(p))
+		}
+	}
+}
+
+func (s *Service) partitionsOf(p int32) map[string][]int32 {
+	m := make(map[string][]int32, len(s.inputs))
+	for _, in := range s.inputs {
+		m[in] = []int32{p}
+	}
+	return m
+}
+
+// assign starts the tasks of newly assigned partitions: each restores its
+// latest checkpoint, and its partitions are read from the checkpoint's
+// offsets (the group's committed offsets can lag the checkpoint, or run ahead
+// of it when the newest checkpoint was torn; the checkpoint is what the state
+// matches).
+func (s *Service) assign(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	var parts []int32
+	for _, ps := range offsets {
+		for p := range ps {
+			parts = append(parts, p)
+		}
+	}
+	slices.Sort(parts)
+	parts = slices.Compact(parts)
+	for _, p := range parts {
+		s.mu.Lock()
+		_, running := s.tasks[p]
+		s.mu.Unlock()
+		if running {
+			continue
+		}
+		t, err := s.startTask(ctx, p)
+		if err != nil {
+			s.failWith(fmt.Errorf("task %d: %w", p, err))
+			return offsets, err
+		}
+		for _, in := range s.inputs {
+			if off, ok := t.next[in]; ok {
+				if offsets[in] == nil {
+					offsets[in] = make(map[int32]kgo.Offset)
+				}
+				offsets[in][p] = kgo.NewOffset().At(off).WithEpoch(-1)
+			}
+		}
+		s.mu.Lock()
+		s.tasks[p] = t
+		s.mu.Unlock()
+		s.log.Info("task started", "task", p, "restored", t.restored, "offsets", t.next)
+	}
+	return offsets, nil
+}
+
+// revoke stops the tasks of revoked (or lost) partitions: each finishes the
+// batch in hand, checkpoints and commits before the partitions go.
+func (s *Service) revoke(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	parts := make(map[int32]bool)
+	for _, ps := range lost {
+		for _, p := range ps {
+			parts[p] = true
+		}
+	}
+	s.stopTasks(ctx, parts)
+}
+
+// stopTasks stops the given tasks (all when parts is nil) in parallel.
+func (s *Service) stopTasks(ctx context.Context, parts map[int32]bool) {
+	s.mu.Lock()
+	var stop []*task
+	for p, t := range s.tasks {
+		if parts == nil || parts[p] {
+			stop = append(stop, t)
+			delete(s.tasks, p)
+		}
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, t := range stop {
+		wg.Go(func() {
+			if err := t.stop(ctx); err != nil {
+				s.log.Error("task stop", "task", t.part, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (s *Service) failWith(err error) {
+	select {
+	case s.fail <- err:
+	default:
+	}
+}
+
+// defaultInstanceID names this process in the group: the host and the data
+// directory, which stay the same across restarts (a StatefulSet pod keeps
+// both) and differ between two processes on one machine.
+func defaultInstanceID(dataDir string) string {
+	host, _ := os.Hostname()
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		abs = dataDir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return fmt.Sprintf("vigil-%s-%x", host, sum[:4])
+}

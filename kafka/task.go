@@ -1,0 +1,298 @@
+package kafka
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/state"
+)
+
+// batch is one fetch's records of one input partition.
+type batch struct {
+	stream  int
+	topic   string
+	records []*kgo.Record
+}
+
+// task is partition p of every input topic: one goroutine runs an engine
+// Task over its records, writes the outputs, and checkpoints.
+type task struct {
+	s    *Service
+	part int32
+	eng  *engine.Task
+	in   chan *batch
+	quit chan struct{} // closed by stop
+	done chan struct{} // closed when the goroutine has returned
+	err  error         // why the goroutine stopped, read after done
+
+	next     map[string]int64 // input topic -> next offset to process
+	decNext  atomic.Int64     // next offset of our decisions partition, from acks
+	seq      uint64           // latest checkpoint's sequence number
+	restored bool
+	lastCkpt time.Time
+
+	inflight   sync.WaitGroup // produced records not yet acknowledged
+	produceErr atomic.Pointer[error]
+	headers    [engine.KindCount][]kgo.RecordHeader
+	rec        engine.Record
+}
+
+// Checkpoint names: sections and offsets of a task's snapshot.
+const (
+	sectionEngine  = "engine"
+	sectionRuleset = "ruleset"
+	inPrefix       = "in/"
+	outPrefix      = "out/"
+)
+
+// startTask builds task p, restores its latest checkpoint, re-reads the
+// decisions it emitted after that checkpoint (so replayed transactions get
+// the recorded decision, DESIGN §4 "Delivery"), and starts its goroutine.
+func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
+	t := &task{s: s, part: p, in: make(chan *batch, s.cfg.QueueBatches), quit: make(chan struct{}),
+		done: make(chan struct{}), next: make(map[string]int64)}
+	for k := range engine.KindCount {
+		t.headers[k] = []kgo.RecordHeader{{Key: "kind", Value: []byte(k.String())},
+			{Key: "ruleset", Value: []byte(s.rs.Version)}}
+	}
+	eng, err := engine.NewTask(s.rs, t.emit, engine.ProcessingClock(wallClock{}))
+	if err != nil {
+		return nil, err
+	}
+	t.eng = eng
+	snap, err := s.ckpt.Latest(ctx, p)
+	switch {
+	case errors.Is(err, state.ErrNoSnapshot):
+	case err != nil:
+		return nil, err
+	default:
+		if err := t.restore(snap); err != nil {
+			return nil, fmt.Errorf("restore checkpoint %d: %w", snap.Seq, err)
+		}
+	}
+	if err := t.recall(ctx); err != nil {
+		return nil, err
+	}
+	t.lastCkpt = time.Now()
+	go t.run()
+	return t, nil
+}
+
+func (t *task) restore(snap *state.Snapshot) error {
+	if err := t.eng.Restore(snap.Sections[sectionEngine]); err != nil {
+		return err
+	}
+	for name, off := range snap.Offsets {
+		if topic, ok := cutPrefix(name, inPrefix); ok {
+			t.next[topic] = off
+		}
+	}
+	t.decNext.Store(snap.Offsets[outPrefix+t.s.cfg.Topics.Decisions])
+	t.seq = snap.Seq
+	t.restored = true
+	return nil
+}
+
+func cutPrefix(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && s[:len(prefix)] == prefix {
+		return s[len(prefix):], true
+	}
+	return "", false
+}
+
+// recall reads our decisions partition from the checkpoint's output offset
+// to its end and hands each decision to the engine, which re-emits it
+// instead of deciding again when its transaction is replayed.
+func (t *task) recall(ctx context.Context) error {
+	topic := t.s.cfg.Topics.Decisions
+	part := t.part % t.s.counts[topic]
+	end, err := endOffset(ctx, t.s.adm, topic, part)
+	if err != nil {
+		return err
+	}
+	from := t.decNext.Load()
+	if from >= end {
+		t.decNext.Store(end)
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(t.s.cfg.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().At(from)}}))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	n := 0
+	for pos := from; pos < end; {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			pos = r.Offset + 1
+			if t.eng.Recall(r.Value) {
+				n++
+			}
+		})
+	}
+	t.decNext.Store(end)
+	t.s.log.Info("recalled decisions emitted after the checkpoint", "task", t.part, "decisions", n,
+		"from", from, "to", end)
+	return nil
+}
+
+func (t *task) run() {
+	defer close(t.done)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case b := <-t.in:
+			t.process(b)
+		case <-tick.C:
+			t.eng.Tick() // idleness is measured on the wall clock
+			if time.Since(t.lastCkpt) >= t.s.cfg.CheckpointInterval {
+				if err := t.checkpoint(context.Background()); err != nil {
+					t.err = err
+					t.s.failWith(fmt.Errorf("task %d: %w", t.part, err))
+					return
+				}
+			}
+		case <-t.quit:
+			return
+		}
+	}
+}
+
+func (t *task) process(b *batch) {
+	max := t.s.cfg.MaxRecordBytes
+	for _, r := range b.records {
+		if next, ok := t.next[b.topic]; ok && r.Offset < next {
+			continue // before the checkpoint: a fetch that started earlier
+		}
+		t.rec = engine.Record{Stream: b.stream, StreamName: b.topic, Topic: b.topic, Partition: r.Partition,
+			Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), HasTimestamp: true,
+			Value: string(r.Value)}
+		if len(r.Value) > max {
+			t.rec.Err = fmt.Errorf("record of %d bytes exceeds the %d-byte limit", len(r.Value), max)
+			t.rec.Value = ""
+		}
+		t.rec.Raw = base64.StdEncoding.EncodeToString(r.Value)
+		t.eng.Process(&t.rec)
+		t.next[b.topic] = r.Offset + 1
+	}
+}
+
+// emit writes one output to its topic: partition p of the output topic (mod
+// its partition count), so that task p's decisions are on decisions
+// partition p, where recall finds them.
+func (t *task) emit(o engine.Output) {
+	topic := t.s.topicOf(o.Kind)
+	r := &kgo.Record{Topic: topic, Partition: t.part % t.s.counts[topic], Value: append([]byte(nil), o.Value...),
+		Headers: t.headers[o.Kind]}
+	if o.Key != "" {
+		r.Key = []byte(o.Key)
+	}
+	t.inflight.Add(1)
+	isDecision := o.Kind == engine.KindDecision
+	t.s.cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+		defer t.inflight.Done()
+		if err != nil {
+			t.produceErr.CompareAndSwap(nil, &err)
+			return
+		}
+		if isDecision {
+			for {
+				cur := t.decNext.Load()
+				if r.Offset+1 <= cur || t.decNext.CompareAndSwap(cur, r.Offset+1) {
+					break
+				}
+			}
+		}
+	})
+}
+
+func (s *Service) topicOf(k engine.Kind) string {
+	switch k {
+	case engine.KindDecision:
+		return s.cfg.Topics.Decisions
+	case engine.KindMatch, engine.KindTimeout:
+		return s.cfg.Topics.Alerts
+	case engine.KindJoin:
+		return s.cfg.Topics.Joins
+	case engine.KindWindow:
+		return s.cfg.Topics.Windows
+	case engine.KindLate:
+		return s.cfg.Topics.Late
+	}
+	return s.cfg.Topics.DLQ
+}
+
+// checkpoint snapshots the task once every output produced so far is
+// acknowledged (DESIGN §4 "Delivery"), saves it with the input offsets and
+// our decisions partition's offset, then commits the input offsets to the
+// group (for lag monitoring: the checkpoint is what restores).
+func (t *task) checkpoint(ctx context.Context) error {
+	t.inflight.Wait()
+	if err := t.produceErr.Load(); err != nil {
+		return fmt.Errorf("output not acknowledged: %w", *err)
+	}
+	data, err := t.eng.Snapshot()
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	snap := &state.Snapshot{Task: t.part, Seq: t.seq + 1, Offsets: make(map[string]int64),
+		Sections: map[string][]byte{sectionEngine: data, sectionRuleset: []byte(t.s.rs.Version)}}
+	for topic, off := range t.next {
+		snap.Offsets[inPrefix+topic] = off
+	}
+	snap.Offsets[outPrefix+t.s.cfg.Topics.Decisions] = t.decNext.Load()
+	if err := t.s.ckpt.Save(ctx, snap); err != nil {
+		var pe *state.PruneError
+		if !errors.As(err, &pe) {
+			return err
+		}
+		t.s.log.Warn("checkpoint saved; pruning failed", "task", t.part, "err", err)
+	}
+	t.seq = snap.Seq
+	t.lastCkpt = time.Now()
+	commit := make(map[string]map[int32]kgo.EpochOffset, len(t.next))
+	for topic, off := range maps.All(t.next) {
+		commit[topic] = map[int32]kgo.EpochOffset{t.part: {Epoch: -1, Offset: off}}
+	}
+	t.s.cl.CommitOffsetsSync(ctx, commit, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			t.s.log.Warn("offset commit failed (the checkpoint holds the offsets)", "task", t.part, "err", err)
+		}
+	})
+	return nil
+}
+
+// stop ends the task: the batch in hand is finished, queued batches are
+// left to the next owner (they are after the checkpoint's offsets), and a
+// final checkpoint is taken and committed.
+func (t *task) stop(ctx context.Context) error {
+	close(t.quit)
+	select {
+	case <-t.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if t.err != nil {
+		return t.err
+	}
+	return t.checkpoint(ctx)
+}
+
+// wallClock is processing time for idleness in a live service.
+type wallClock struct{}
+
+func (wallClock) Now() int64 { return time.Now().UnixMilli() }
