@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
@@ -19,14 +20,14 @@ import (
 type Record struct {
 	Stream       int    // index of the stream in the ruleset; -1 if the input named none known
 	StreamName   string // the stream (or topic) the input named, for DLQ records
-	Topic        string // the Kafka topic; set, DLQ records carry it and Raw is base64
+	Topic        string // the Kafka topic; when set, DLQ records carry it and echo Value in base64
 	Partition    int32
 	Offset       int64 // Kafka offset, or replay line number
 	Timestamp    int64 // Kafka record timestamp, for streams that take their time from it
 	HasTimestamp bool
 	Value        string         // JSON text of the value
 	Fields       map[string]any // Value decoded, when a decode stage did it already
-	Raw          string         // what a DLQ record echoes: the whole input line, or the value
+	Raw          string         // what a DLQ record echoes for replay: the whole input line
 	Err          error          // the record cannot be processed: it goes to the DLQ with this reason
 
 	// Set by Extractor.Extract, on the task or ahead of it on a decode stage.
@@ -419,7 +420,12 @@ func (t *Task) dlq(rec *Record, msg string) {
 	b = appendInt(b, "partition", int64(rec.Partition))
 	b = appendInt(b, "offset", rec.Offset)
 	b = appendStr(b, "error", msg)
-	b = appendStr(b, "raw", rec.Raw)
+	if rec.Topic != "" {
+		// Kafka values are bytes, not necessarily UTF-8 text.
+		b = appendStr(b, "raw", base64.StdEncoding.EncodeToString([]byte(rec.Value)))
+	} else {
+		b = appendStr(b, "raw", rec.Raw)
+	}
 	t.buf = append(b, '}')
 	t.emit(Output{Kind: KindDLQ, Value: t.buf})
 }

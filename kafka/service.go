@@ -47,7 +47,7 @@ var DefaultConfig = Config{
 	CheckpointInterval: 10 * time.Second,
 	CheckpointKeep:     state.DefaultKeep,
 	DataDir:            "vigil-data",
-	QueueBatches:       16,
+	QueueBatches:       4,
 	MaxBufferedRecords: 100_000,
 	Linger:             0,
 	FetchMaxWait:       50 * time.Millisecond,
@@ -204,6 +204,10 @@ func (s *Service) Run(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(s.revoke),
 		kgo.OnPartitionsLost(s.revoke),
 		kgo.FetchMaxWait(s.cfg.FetchMaxWait),
+		// A fetch's bytes sit in memory until its task takes them: keep it
+		// to a few MiB (the default is 50 MiB) so that pausing bounds memory.
+		kgo.FetchMaxBytes(4<<20),
+		kgo.FetchMaxPartitionBytes(1<<20),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(s.cfg.MaxBufferedRecords),
 		kgo.ProducerLinger(s.cfg.Linger),

@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -182,10 +181,10 @@ func (t *task) process(b *batch) {
 			Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), HasTimestamp: true,
 			Value: string(r.Value)}
 		if len(r.Value) > max {
+			// The DLQ keeps the first max bytes: enough to find the producer.
 			t.rec.Err = fmt.Errorf("record of %d bytes exceeds the %d-byte limit", len(r.Value), max)
-			t.rec.Value = ""
+			t.rec.Value = t.rec.Value[:max]
 		}
-		t.rec.Raw = base64.StdEncoding.EncodeToString(r.Value)
 		t.eng.Process(&t.rec)
 		t.next[b.topic] = r.Offset + 1
 	}

@@ -13,8 +13,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/vigil-cep/vigil/kafka"
 )
 
 // The tests here run the vigil binary as a process, next to kcat as an
@@ -433,4 +438,125 @@ func TestServeCrashRecovery(t *testing.T) {
 		t.Errorf("%d of %d decisions differ from the uninterrupted replay", differ, len(want))
 	}
 	t.Logf("%d decisions, %d ids, %d re-emitted duplicates", len(recs), len(first), dups)
+}
+
+// simpleRules decides transactions with no history, so that the memory a
+// throttled service holds is its queues and buffers, not its state.
+const simpleRules = `
+streams:
+  transactions: {topic: transactions, key: user_id, time: ts, id: tx_id, decide: true}
+rules:
+  big: {stream: transactions, action: review, when: 'amount >= 1000'}
+`
+
+// TestServeSlowOutput: the broker delays every produce response to the
+// output topics for a while (kfake's control hooks). Vigil must stop taking
+// input once its buffers are full — its RSS stays flat while the input
+// backlog is much larger — and, once the outputs flow again, decide every
+// transaction: nothing is dropped to make room.
+func TestServeSlowOutput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	needKcat(t)
+	dir := t.TempDir()
+	b, err := kafka.StartBroker(kafka.BrokerConfig{Listen: "127.0.0.1:0", Partitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// Create the output topics first, so that the throttle can tell their
+	// produce requests by topic ID (newer Produce versions carry no names).
+	c := b.Cluster()
+	outputs := make(map[[16]byte]bool)
+	for _, topic := range []string{"vigil.decisions", "vigil.alerts", "vigil.joins", "vigil.windows", "vigil.late", "vigil.dlq"} {
+		if err := c.CreateTopic(topic, 4, nil); err != nil {
+			t.Fatal(err)
+		}
+		outputs[c.TopicInfo(topic).TopicID] = true
+	}
+	var throttled atomic.Bool
+	throttled.Store(true)
+	release := make(chan struct{})
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !throttled.Load() {
+			return nil, nil, false
+		}
+		for _, tp := range req.(*kmsg.ProduceRequest).Topics {
+			if outputs[tp.TopicID] || strings.HasPrefix(tp.Topic, "vigil.") && tp.Topic != "vigil.rules" {
+				c.SleepControl(func() { <-release })
+				break
+			}
+		}
+		return nil, nil, false
+	})
+
+	rulesPath := filepath.Join(dir, "simple.yaml")
+	os.WriteFile(rulesPath, []byte(simpleRules), 0o644)
+	file := filepath.Join(dir, "tx.tsv")
+	genArgs := []string{"--events", "400000", "--users", "20000", "--seed", "5", "--duplicates", "0"}
+	if out, err := exec.Command(vigilBinary(t), append([]string{"gen", "--kafka", "transactions", "--out", file}, genArgs...)...).CombinedOutput(); err != nil {
+		t.Fatalf("vigil gen: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("kcat", "-P", "-b", b.Addr(), "-t", "transactions", "-K", "\t", "-l", file).CombinedOutput(); err != nil {
+		t.Fatalf("kcat -P: %v\n%s", err, out)
+	}
+	ids := make(map[string]bool)
+	data, _ := os.ReadFile(file)
+	for l := range strings.Lines(string(data)) {
+		var v struct {
+			ID string `json:"tx_id"`
+		}
+		_, val, _ := strings.Cut(l, "\t")
+		json.Unmarshal([]byte(val), &v)
+		ids[v.ID] = true
+	}
+
+	p, _ := startVigil(t, "vigil serving", "serve", "--brokers", b.Addr(), "--rules", rulesPath,
+		"--data-dir", filepath.Join(dir, "state"), "--max-buffered-records", "10000")
+	var samples []int64
+	for range 40 {
+		time.Sleep(250 * time.Millisecond) // sampling memory while the outputs are stalled
+		samples = append(samples, rssKiB(t, p.cmd.Process.Pid))
+	}
+	if n := len(consume(t, b.Addr(), "vigil.decisions")); n > 0 {
+		t.Fatalf("%d decisions were written while the outputs were stalled: the throttle does not hold", n)
+	}
+	throttled.Store(false)
+	close(release)
+	early, late := slices.Max(samples[:len(samples)/2]), slices.Max(samples[len(samples)/2:])
+	t.Logf("RSS while outputs stalled (KiB, every 250 ms): %v", samples)
+	if late > early+early/5 {
+		t.Errorf("RSS kept growing while outputs were stalled: %d KiB in the first 5 s, %d KiB in the next 5 s", early, late)
+	}
+	// Holding the whole backlog (280k records, decoded) would take far more.
+	if late > 256<<10 {
+		t.Errorf("RSS %d KiB while stalled: the input was not held back", late)
+	}
+
+	want := make(map[string]string, len(ids))
+	for id := range ids {
+		want[id] = ""
+	}
+	recs := waitDecisions(t, b.Addr(), want, p)
+	t.Logf("%d decisions for %d transactions after the outputs recovered", len(recs), len(ids))
+}
+
+// rssKiB reads a process's resident set size from /proc.
+func rssKiB(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			var kib int64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kib)
+			return kib
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
 }
