@@ -79,6 +79,18 @@ func (t *Task) Snapshot() ([]byte, error) {
 		e.String(t.patternPrint(op.p.Name))
 		e.ByteSlice(sub.Bytes())
 	}
+	// Decisions recalled after a restore whose transactions have not come
+	// again yet: a checkpoint taken meanwhile must keep them, since the
+	// decisions topic is read back only from its own offset.
+	recalled := slices.SortedFunc(maps.Keys(t.recall), func(a, b recallKey) int {
+		return cmp.Or(cmp.Compare(a.stream, b.stream), cmp.Compare(a.id, b.id))
+	})
+	e.Int(len(recalled))
+	for _, k := range recalled {
+		e.String(k.stream)
+		e.String(k.id)
+		e.ByteSlice(t.recall[k])
+	}
 	e.Int(len(t.joins))
 	for _, jo := range t.joins {
 		var sub codec.Encoder
@@ -321,6 +333,15 @@ func (t *Task) Restore(data []byte) error {
 			if err := t.decodePattern(codec.NewDecoder(sub), t.patterns[i]); err != nil {
 				return fmt.Errorf("pattern %s: %w", name, err)
 			}
+		}
+	}
+	for range d.Count(3) {
+		k, b := recallKey{d.String(), d.String()}, d.ByteSlice()
+		if d.Err() == nil {
+			if t.recall == nil {
+				t.recall = make(map[recallKey][]byte)
+			}
+			t.recall[k] = b
 		}
 	}
 	for range d.Count(3) {

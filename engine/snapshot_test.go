@@ -152,6 +152,15 @@ rules:
 	if r.task.Recall([]byte(`{"kind":"window"}`)) {
 		t.Fatal("Recall took a window record")
 	}
+	// A checkpoint taken before the transaction comes again keeps it.
+	snap, err := r.task.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = newRunner(t, rs)
+	if err := r.task.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
 	r.feed([]string{
 		`{"stream":"tx","value":{"tx_id":"t1","user_id":"u","ts":1}}`,
 		`{"stream":"tx","value":{"tx_id":"t1","user_id":"u","ts":1}}`,

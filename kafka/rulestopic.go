@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -16,32 +17,101 @@ import (
 // compacted, so the latest version is what survives.
 const rulesKey = "ruleset"
 
-// loadRules returns the latest ruleset document on the rules topic. When the
-// topic is empty it publishes seed (which must load) and returns it.
-func loadRules(ctx context.Context, brokers []string, adm *kadm.Client, topic string, seed []byte, log *slog.Logger) ([]byte, string, error) {
+// loadRules returns the latest ruleset document on the rules topic and the
+// offset after it. When the topic is empty it publishes seed (which must
+// load) and returns it.
+func loadRules(ctx context.Context, brokers []string, adm *kadm.Client, topic string, seed []byte, log *slog.Logger) ([]byte, string, int64, error) {
 	if _, err := ensureRulesTopic(ctx, adm, topic); err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
 	src, version, err := latestRules(ctx, brokers, adm, topic)
 	if err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
 	if src != nil {
 		if seed != nil && !bytes.Equal(seed, src) {
 			log.Info("the rules topic holds a ruleset already; --rules only seeds an empty topic (use `vigil rules push`)",
 				"topic", topic, "version", version)
 		}
-		return src, version, nil
+	} else {
+		if seed == nil {
+			return nil, "", 0, fmt.Errorf("no ruleset: %s is empty; pass --rules FILE to seed it", topic)
+		}
+		rs, err := PushRules(ctx, brokers, topic, seed)
+		if err != nil {
+			return nil, "", 0, err
+		}
+		log.Info("seeded the rules topic", "topic", topic, "version", rs.Version)
+		src, version = seed, rs.Version
 	}
-	if seed == nil {
-		return nil, "", fmt.Errorf("no ruleset: %s is empty; pass --rules FILE to seed it", topic)
-	}
-	rs, err := PushRules(ctx, brokers, topic, seed)
+	// Versions published from here on are watched (Service.watchRules).
+	end, err := endOffset(ctx, adm, topic, 0)
 	if err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
-	log.Info("seeded the rules topic", "topic", topic, "version", rs.Version)
-	return seed, rs.Version, nil
+	return src, version, end, nil
+}
+
+// watchRules follows the rules topic and switches the service to every
+// version published on it (DESIGN §2: rules topic → every task hot-swaps).
+// A document that does not load is refused and logged; the running version
+// stays.
+func (s *Service) watchRules(ctx context.Context) {
+	topic := s.cfg.Topics.Rules
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.cfg.Brokers...), kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(s.rulesEnd)}}))
+	if err != nil {
+		s.failWith(fmt.Errorf("watch %s: %w", topic, err))
+		return
+	}
+	defer cl.Close()
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) { s.applyRules(ctx, r) })
+	}
+}
+
+func (s *Service) applyRules(ctx context.Context, r *kgo.Record) {
+	rs, err := rules.Load(r.Value)
+	if err != nil {
+		s.log.Error("refused a ruleset published on the rules topic; the running version stays",
+			"offset", r.Offset, "running", s.Ruleset().Version, "err", err)
+		return
+	}
+	old := s.Ruleset()
+	if rs.Version == old.Version {
+		return
+	}
+	inputs := InputTopics(rs)
+	if len(inputs) == 0 {
+		s.log.Error("refused a ruleset with no input stream; the running version stays", "version", rs.Version)
+		return
+	}
+	// Output topics exist since the start; new inputs are created (or
+	// checked for co-partitioning) before any task reads them.
+	if _, err := ensureTopics(ctx, s.adm, inputs, s.cfg.Topics, s.cfg.Partitions); err != nil {
+		s.log.Error("refused ruleset "+rs.Version+"; the running version stays", "err", err)
+		return
+	}
+	var added, removed []string
+	for _, in := range inputs {
+		if !slices.Contains(InputTopics(old), in) {
+			added = append(added, in)
+		}
+	}
+	for _, in := range InputTopics(old) {
+		if !slices.Contains(inputs, in) {
+			removed = append(removed, in)
+		}
+	}
+	s.setRuleset(rs)
+	if len(added) > 0 {
+		s.cl.AddConsumeTopics(added...)
+	}
+	if len(removed) > 0 {
+		s.cl.PurgeTopicsFromConsuming(removed...)
+	}
+	s.log.Info("switched ruleset", "from", old.Version, "to", rs.Version, "added", added, "removed", removed)
 }
 
 func ensureRulesTopic(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {

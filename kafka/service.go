@@ -113,18 +113,19 @@ func (c *Config) fillDefaults() {
 // output topics (DESIGN §2, §4 "Delivery").
 type Service struct {
 	cfg    Config
-	rs     *rules.Ruleset
-	inputs []string
-	topic  map[string]int // input topic -> stream index
 	counts map[string]int32
 	cl     *kgo.Client
 	adm    *kadm.Client
 	ckpt   state.Backend
 	log    *slog.Logger
 
-	mu    sync.Mutex
-	tasks map[int32]*task
-	fail  chan error // a task's fatal error (produce or checkpoint failure)
+	mu     sync.Mutex
+	rs     *rules.Ruleset // the running version; tasks switch to it between events
+	inputs []string
+	tasks  map[int32]*task
+	fail   chan error // a task's fatal error (produce or checkpoint failure)
+
+	rulesEnd int64 // offset after the ruleset version loaded at start
 }
 
 // New connects to the brokers, creates missing topics, and loads the ruleset:
@@ -143,30 +144,26 @@ func New(ctx context.Context, cfg Config, seed []byte) (*Service, error) {
 		return nil, err
 	}
 	s.adm = kadm.NewClient(admCl)
-	src, version, err := loadRules(ctx, cfg.Brokers, s.adm, cfg.Topics.Rules, seed, s.log)
+	src, version, end, err := loadRules(ctx, cfg.Brokers, s.adm, cfg.Topics.Rules, seed, s.log)
 	if err != nil {
 		s.adm.Close()
 		return nil, err
 	}
-	if s.rs, err = rules.Load(src); err != nil {
+	s.rulesEnd = end
+	rs, err := rules.Load(src)
+	if err != nil {
 		s.adm.Close()
 		return nil, fmt.Errorf("ruleset on %s (version %s): %w", cfg.Topics.Rules, version, err)
 	}
-	s.inputs = InputTopics(s.rs)
-	if len(s.inputs) == 0 {
+	if len(InputTopics(rs)) == 0 {
 		s.adm.Close()
 		return nil, errors.New("the ruleset has no input stream with a topic")
 	}
-	s.topic = make(map[string]int)
-	for _, st := range s.rs.Streams {
-		if st.Pattern < 0 && st.Join < 0 {
-			s.topic[st.Topic] = st.Index
-		}
-	}
-	if s.counts, err = ensureTopics(ctx, s.adm, s.inputs, cfg.Topics, cfg.Partitions); err != nil {
+	if s.counts, err = ensureTopics(ctx, s.adm, InputTopics(rs), cfg.Topics, cfg.Partitions); err != nil {
 		s.adm.Close()
 		return nil, err
 	}
+	s.setRuleset(rs)
 	dir, err := state.OpenDir(cfg.DataDir+"/checkpoints", state.Keep(cfg.CheckpointKeep),
 		state.OnCorrupt(func(file string, err error) {
 			s.log.Warn("corrupt checkpoint skipped; using the previous one", "file", file, "err", err)
@@ -179,14 +176,32 @@ func New(ctx context.Context, cfg Config, seed []byte) (*Service, error) {
 	return s, nil
 }
 
-// Ruleset returns the ruleset the tasks run.
-func (s *Service) Ruleset() *rules.Ruleset { return s.rs }
+// Ruleset returns the ruleset version the tasks run (or are switching to).
+func (s *Service) Ruleset() *rules.Ruleset {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rs
+}
+
+// setRuleset makes rs the running version: every task switches to it before
+// its next event.
+func (s *Service) setRuleset(rs *rules.Ruleset) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rs = rs
+	s.inputs = InputTopics(rs)
+	for _, t := range s.tasks {
+		t.switchTo(rs)
+	}
+}
 
 // Run consumes until ctx is done, then stops every task (drain, final
 // checkpoint, commit) within the shutdown timeout. It returns nil after a
 // clean stop, or the first fatal error.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.adm.Close()
+	rs := s.Ruleset()
+	inputs := InputTopics(rs)
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(s.cfg.Brokers...),
 		kgo.ConsumerGroup(s.cfg.Group),
@@ -194,7 +209,7 @@ func (s *Service) Run(ctx context.Context) error {
 		// takes its old place, and partitions, at once, instead of waiting
 		// for the group to time the dead member out.
 		kgo.InstanceID(s.cfg.InstanceID),
-		kgo.ConsumeTopics(s.inputs...),
+		kgo.ConsumeTopics(inputs...),
 		// Range assigns partition p of every topic to the same member when
 		// the topics have equal partition counts: co-partitions stay together.
 		kgo.Balancers(kgo.RangeBalancer()),
@@ -217,9 +232,14 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	s.cl = cl
-	s.log.Info("consuming", "topics", s.inputs, "group", s.cfg.Group, "ruleset", s.rs.Version)
+	s.log.Info("consuming", "topics", inputs, "group", s.cfg.Group, "ruleset", rs.Version)
 
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); s.watchRules(watchCtx) }()
 	runErr := s.poll(ctx)
+	stopWatch()
+	<-watched
 
 	// Stop the tasks ourselves rather than through a revoke, so that their
 	// final checkpoints and commits run before the client leaves the group.
@@ -272,7 +292,7 @@ func (s *Service) poll(ctx context.Context) error {
 			if t == nil {
 				return // revoked meanwhile: the next owner reads it from its checkpoint
 			}
-			b := &batch{stream: s.topic[ftp.Topic], topic: ftp.Topic, records: ftp.Records}
+			b := &batch{topic: ftp.Topic, records: ftp.Records}
 			select {
 			case t.in <- b:
 				return
@@ -306,6 +326,8 @@ func (s *Service) resumeDrained(paused map[int32]bool) {
 }
 
 func (s *Service) partitionsOf(p int32) map[string][]int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	m := make(map[string][]int32, len(s.inputs))
 	for _, in := range s.inputs {
 		m[in] = []int32{p}
@@ -339,7 +361,7 @@ func (s *Service) assign(ctx context.Context, offsets map[string]map[int32]kgo.O
 			s.failWith(fmt.Errorf("task %d: %w", p, err))
 			return offsets, err
 		}
-		for _, in := range s.inputs {
+		for _, in := range InputTopics(t.rs) {
 			if off, ok := t.next[in]; ok {
 				if offsets[in] == nil {
 					offsets[in] = make(map[int32]kgo.Offset)
@@ -349,6 +371,9 @@ func (s *Service) assign(ctx context.Context, offsets map[string]map[int32]kgo.O
 		}
 		s.mu.Lock()
 		s.tasks[p] = t
+		if t.rs != s.rs {
+			t.switchTo(s.rs) // a version published while the task was starting
+		}
 		s.mu.Unlock()
 		s.log.Info("task started", "task", p, "restored", t.restored, "offsets", t.next)
 	}

@@ -12,12 +12,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/state"
 )
 
 // batch is one fetch's records of one input partition.
 type batch struct {
-	stream  int
 	topic   string
 	records []*kgo.Record
 }
@@ -25,19 +25,24 @@ type batch struct {
 // task is partition p of every input topic: one goroutine runs an engine
 // Task over its records, writes the outputs, and checkpoints.
 type task struct {
-	s    *Service
-	part int32
-	eng  *engine.Task
-	in   chan *batch
-	quit chan struct{} // closed by stop
-	done chan struct{} // closed when the goroutine has returned
-	err  error         // why the goroutine stopped, read after done
+	s       *Service
+	part    int32
+	rs      *rules.Ruleset // the version eng runs
+	byTopic map[string]int // input topic -> stream index under rs
+	eng     *engine.Task
+	in      chan *batch
+	quit    chan struct{} // closed by stop
+	done    chan struct{} // closed when the goroutine has returned
+	err     error         // why the goroutine stopped, read after done
 
 	next     map[string]int64 // input topic -> next offset to process
 	decNext  atomic.Int64     // next offset of our decisions partition, from acks
 	seq      uint64           // latest checkpoint's sequence number
 	restored bool
 	lastCkpt time.Time
+
+	switchRS  atomic.Pointer[rules.Ruleset] // a version to switch to before the next event
+	switchSig chan struct{}
 
 	inflight   sync.WaitGroup // produced records not yet acknowledged
 	produceErr atomic.Pointer[error]
@@ -58,16 +63,10 @@ const (
 // the recorded decision, DESIGN §4 "Delivery"), and starts its goroutine.
 func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 	t := &task{s: s, part: p, in: make(chan *batch, s.cfg.QueueBatches), quit: make(chan struct{}),
-		done: make(chan struct{}), next: make(map[string]int64)}
-	for k := range engine.KindCount {
-		t.headers[k] = []kgo.RecordHeader{{Key: "kind", Value: []byte(k.String())},
-			{Key: "ruleset", Value: []byte(s.rs.Version)}}
-	}
-	eng, err := engine.NewTask(s.rs, t.emit, engine.ProcessingClock(wallClock{}))
-	if err != nil {
+		done: make(chan struct{}), next: make(map[string]int64), switchSig: make(chan struct{}, 1)}
+	if err := t.use(s.Ruleset(), nil); err != nil {
 		return nil, err
 	}
-	t.eng = eng
 	snap, err := s.ckpt.Latest(ctx, p)
 	switch {
 	case errors.Is(err, state.ErrNoSnapshot):
@@ -84,6 +83,60 @@ func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 	t.lastCkpt = time.Now()
 	go t.run()
 	return t, nil
+}
+
+// use makes the task run rs, carrying over the state of data (a snapshot)
+// when it is not nil.
+func (t *task) use(rs *rules.Ruleset, data []byte) error {
+	eng, err := engine.NewTask(rs, t.emit, engine.ProcessingClock(wallClock{}))
+	if err != nil {
+		return err
+	}
+	if data != nil {
+		if err := eng.Restore(data); err != nil {
+			return err
+		}
+	}
+	t.rs, t.eng = rs, eng
+	t.byTopic = make(map[string]int)
+	for _, st := range rs.Streams {
+		if st.Pattern < 0 && st.Join < 0 {
+			t.byTopic[st.Topic] = st.Index
+		}
+	}
+	for k := range engine.KindCount {
+		t.headers[k] = []kgo.RecordHeader{{Key: "kind", Value: []byte(k.String())},
+			{Key: "ruleset", Value: []byte(rs.Version)}}
+	}
+	return nil
+}
+
+// switchTo asks the task to run rs from its next event on. Any goroutine may
+// call it; the latest request wins.
+func (t *task) switchTo(rs *rules.Ruleset) {
+	t.switchRS.Store(rs)
+	select {
+	case t.switchSig <- struct{}{}:
+	default:
+	}
+}
+
+// applySwitch moves the task's state to the requested version, on the task's
+// goroutine, between two events: a snapshot under the old version restored
+// under the new one (operators keep their state by name; see
+// engine.Task.Snapshot). If that fails the task stays on its version.
+func (t *task) applySwitch() {
+	rs := t.switchRS.Swap(nil)
+	if rs == nil || rs.Version == t.rs.Version {
+		return
+	}
+	data, err := t.eng.Snapshot()
+	if err == nil {
+		err = t.use(rs, data)
+	}
+	if err != nil {
+		t.s.log.Error("task stays on its ruleset version", "task", t.part, "version", t.rs.Version, "refused", rs.Version, "err", err)
+	}
 }
 
 func (t *task) restore(snap *state.Snapshot) error {
@@ -154,6 +207,8 @@ func (t *task) run() {
 	defer tick.Stop()
 	for {
 		select {
+		case <-t.switchSig:
+			t.applySwitch()
 		case b := <-t.in:
 			t.process(b)
 		case <-tick.C:
@@ -173,11 +228,15 @@ func (t *task) run() {
 
 func (t *task) process(b *batch) {
 	max := t.s.cfg.MaxRecordBytes
+	stream, ok := t.byTopic[b.topic]
+	if !ok {
+		stream = -1 // a topic the running version no longer reads: to the DLQ
+	}
 	for _, r := range b.records {
 		if next, ok := t.next[b.topic]; ok && r.Offset < next {
 			continue // before the checkpoint: a fetch that started earlier
 		}
-		t.rec = engine.Record{Stream: b.stream, StreamName: b.topic, Topic: b.topic, Partition: r.Partition,
+		t.rec = engine.Record{Stream: stream, StreamName: b.topic, Topic: b.topic, Partition: r.Partition,
 			Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), HasTimestamp: true,
 			Value: string(r.Value)}
 		if len(r.Value) > max {
@@ -249,7 +308,7 @@ func (t *task) checkpoint(ctx context.Context) error {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	snap := &state.Snapshot{Task: t.part, Seq: t.seq + 1, Offsets: make(map[string]int64),
-		Sections: map[string][]byte{sectionEngine: data, sectionRuleset: []byte(t.s.rs.Version)}}
+		Sections: map[string][]byte{sectionEngine: data, sectionRuleset: []byte(t.rs.Version)}}
 	for topic, off := range t.next {
 		snap.Offsets[inPrefix+topic] = off
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/vigil-cep/vigil/examples"
 	"github.com/vigil-cep/vigil/kafka"
@@ -104,6 +105,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("rules", "rules push [--brokers HOST:PORT] FILE", stderr)
 	brokers := fs.String("brokers", "127.0.0.1:9092", "Kafka bootstrap brokers, comma-separated")
 	topic := fs.String("rules-topic", kafka.DefaultTopics.Rules, "the rules topic")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up when the broker does not acknowledge within this")
 	if err := fs.Parse(args[1:]); err != nil {
 		return errUsage
 	}
@@ -115,7 +117,13 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
 	rs, err := kafka.PushRules(ctx, strings.Split(*brokers, ","), *topic, src)
+	if printRuleErrors(stderr, fs.Arg(0), err) {
+		fmt.Fprintln(stderr, "nothing published")
+		return exitError{code: 1}
+	}
 	if err != nil {
 		return err
 	}

@@ -560,3 +560,28 @@ func rssKiB(t *testing.T, pid int) int64 {
 	t.Fatal("no VmRSS")
 	return 0
 }
+
+// TestRulesPush: `vigil rules push` publishes a valid document and refuses
+// an invalid one with its errors and positions, publishing nothing.
+func TestRulesPush(t *testing.T) {
+	b, err := kafka.StartBroker(kafka.BrokerConfig{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	code, _, stderr := runCLI(t, "rules", "push", "--brokers", b.Addr(), "../../rules/testdata/three_mistakes.yaml")
+	if code != 1 || !strings.Contains(stderr, "three_mistakes.yaml:10:13: rules.big.stream: unknown stream") {
+		t.Errorf("invalid document: exit %d, %s", code, stderr)
+	}
+	code, out, stderr := runCLI(t, "rules", "push", "--brokers", b.Addr(), "../../examples/fraud.yaml")
+	if code != 0 || !strings.Contains(out, "published ruleset version") {
+		t.Fatalf("valid document: exit %d, %s %s", code, out, stderr)
+	}
+	offsets, err := exec.Command("kcat", "-C", "-b", b.Addr(), "-t", "vigil.rules", "-e", "-q", "-f", "%o\n").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(offsets), "\n"); n != 1 {
+		t.Errorf("vigil.rules holds %d records, want 1 (the invalid document must not be published)", n)
+	}
+}

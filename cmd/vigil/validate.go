@@ -30,19 +30,7 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	rs, err := rules.Load(src)
-	var list rules.ErrorList
-	if errors.As(err, &list) {
-		for _, e := range list {
-			if e.Line > 0 {
-				fmt.Fprintf(stdout, "%s:%d:%d: %s: %v\n", path, e.Line, e.Column, e.Path, e.Err)
-			} else {
-				fmt.Fprintf(stdout, "%s: %s: %v\n", path, e.Path, e.Err)
-			}
-			if e.Snippet != "" {
-				fmt.Fprintf(stdout, "    %s\n", strings.ReplaceAll(e.Snippet, "\n", "\n    "))
-			}
-		}
-		fmt.Fprintf(stdout, "%d error(s)\n", len(list))
+	if printRuleErrors(stdout, path, err) {
 		return exitError{code: 1}
 	}
 	if err != nil {
@@ -51,4 +39,25 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(stdout, "%s: ok (version %s: %d streams, %d windows, %d rules)\n",
 		path, rs.Version, len(rs.Streams), len(rs.Windows), len(rs.Rules))
 	return nil
+}
+
+// printRuleErrors prints a ruleset's load errors as file:line:col: path:
+// message with the source line, and reports whether err was such a list.
+func printRuleErrors(w io.Writer, path string, err error) bool {
+	var list rules.ErrorList
+	if !errors.As(err, &list) {
+		return false
+	}
+	for _, e := range list {
+		if e.Line > 0 {
+			fmt.Fprintf(w, "%s:%d:%d: %s: %v\n", path, e.Line, e.Column, e.Path, e.Err)
+		} else {
+			fmt.Fprintf(w, "%s: %s: %v\n", path, e.Path, e.Err)
+		}
+		if e.Snippet != "" {
+			fmt.Fprintf(w, "    %s\n", strings.ReplaceAll(e.Snippet, "\n", "\n    "))
+		}
+	}
+	fmt.Fprintf(w, "%d error(s)\n", len(list))
+	return true
 }

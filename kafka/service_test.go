@@ -1,0 +1,179 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// testService runs a Service on an in-process broker. It returns the broker
+// address; the service stops at cleanup.
+func testService(t *testing.T, rules string) (*Service, string) {
+	t.Helper()
+	b, err := StartBroker(BrokerConfig{Listen: "127.0.0.1:0", Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	cfg := Config{Brokers: []string{b.Addr()}, DataDir: t.TempDir(), Partitions: 2,
+		CheckpointInterval: 200 * time.Millisecond, ShutdownTimeout: 10 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	svc, err := New(context.Background(), cfg, []byte(rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return svc, b.Addr()
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+// client is a plain franz-go client: a producer of inputs and a reader of
+// the decisions topic.
+type client struct {
+	t  *testing.T
+	cl *kgo.Client
+}
+
+func newClient(t *testing.T, addr string) *client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(DefaultTopics.Decisions),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return &client{t, cl}
+}
+
+func (c *client) produce(topic, key, value string) {
+	c.t.Helper()
+	if err := c.cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(value)}).FirstErr(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// decision waits for the decision of id.
+func (c *client) decision(id string) map[string]any {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		fs := c.cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			c.t.Fatalf("no decision for %s within 30s", id)
+		}
+		var found map[string]any
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Key) == id && found == nil {
+				json.Unmarshal(r.Value, &found)
+			}
+		})
+		if found != nil {
+			return found
+		}
+	}
+}
+
+func firedRules(d map[string]any) string {
+	var names []string
+	for _, r := range d["rules"].([]any) {
+		names = append(names, r.(map[string]any)["rule"].(string))
+	}
+	return strings.Join(names, ",")
+}
+
+const rulesA = `
+streams:
+  tx: {topic: tx, key: user_id, time: ts, id: tx_id, decide: true}
+rules:
+  never: {stream: tx, action: review, when: 'amount < 0'}
+`
+
+// rulesB adds a rule over rulesA.
+const rulesB = rulesA + `
+  fives: {stream: tx, action: block, when: 'amount == 5'}
+`
+
+// TestHotSwap: a ruleset published on the rules topic while events flow is
+// used by the next decisions, without a restart; a document that does not
+// load is refused and the running version stays; publishing the previous
+// version again rolls back.
+func TestHotSwap(t *testing.T) {
+	svc, addr := testService(t, rulesA)
+	c := newClient(t, addr)
+	n := 0
+	tx := func() map[string]any {
+		n++
+		id := fmt.Sprintf("t%d", n)
+		c.produce("tx", "u1", fmt.Sprintf(`{"tx_id":%q,"user_id":"u1","amount":5,"ts":%d}`, id, n))
+		return c.decision(id)
+	}
+	if got := firedRules(tx()); got != "" {
+		t.Fatalf("under rulesA: rules %q fired", got)
+	}
+	rsB, err := PushRules(context.Background(), []string{addr}, DefaultTopics.Rules, []byte(rulesB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The switch is asynchronous: the first decision under B comes within a
+	// few transactions, and every one after it is under B too.
+	switched := false
+	for range 50 {
+		d := tx()
+		if firedRules(d) == "fives" {
+			switched = true
+		} else if switched {
+			t.Fatalf("decision %v after the switch is not under the new version", d)
+		}
+		if switched && svc.Ruleset().Version == rsB.Version {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // letting the watcher see the new version
+	}
+	if !switched {
+		t.Fatal("the new rule never fired")
+	}
+
+	// A broken document, written around PushRules's validation.
+	c.produce(DefaultTopics.Rules, rulesKey, "streams: [not a map")
+	time.Sleep(500 * time.Millisecond) // giving the watcher the time to see it
+	if got := firedRules(tx()); got != "fives" {
+		t.Fatalf("after a broken document: rules %q fired, want the running version's", got)
+	}
+	if svc.Ruleset().Version != rsB.Version {
+		t.Fatalf("running version %s, want %s", svc.Ruleset().Version, rsB.Version)
+	}
+
+	// Rollback: publish A again.
+	if _, err := PushRules(context.Background(), []string{addr}, DefaultTopics.Rules, []byte(rulesA)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if firedRules(tx()) == "" {
+			break
+		}
+		if i == 50 {
+			t.Fatal("rollback not applied after 50 transactions")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
