@@ -18,6 +18,7 @@ type seen struct {
 	key      string
 	time     int64
 	decision []byte
+	pending  *pendingDecision // decide: watermark, not decided yet
 }
 
 func newSeenIDs() *seenIDs { return &seenIDs{byID: make(map[string]seen)} }

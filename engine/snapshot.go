@@ -91,6 +91,22 @@ func (t *Task) Snapshot() ([]byte, error) {
 		e.String(k.id)
 		e.ByteSlice(t.recall[k])
 	}
+	// Pending decide: watermark events, in heap-independent order.
+	pending := slices.SortedFunc(slices.Values(t.due), func(a, b *pendingDecision) int {
+		return cmp.Or(cmp.Compare(a.time, b.time), cmp.Compare(a.seq, b.seq))
+	})
+	e.Int(len(pending))
+	for _, p := range pending {
+		e.Int(p.stream)
+		e.String(p.id)
+		e.String(p.key)
+		e.Varint(p.time)
+		e.Uvarint(p.seq)
+		if err := e.Value(p.fields); err != nil {
+			return nil, fmt.Errorf("pending decision %s: %w", p.id, err)
+		}
+		e.Int(p.repeats)
+	}
 	e.Int(len(t.joins))
 	for _, jo := range t.joins {
 		var sub codec.Encoder
@@ -342,6 +358,30 @@ func (t *Task) Restore(data []byte) error {
 				t.recall = make(map[recallKey][]byte)
 			}
 			t.recall[k] = b
+		}
+	}
+	for range d.Count(6) {
+		p := &pendingDecision{stream: d.Int(), id: d.String(), key: d.String(), time: d.Varint(), seq: d.Uvarint()}
+		p.fields, _ = d.Value().(map[string]any)
+		p.repeats = d.Int()
+		if d.Err() != nil {
+			break
+		}
+		if p.stream >= len(old) {
+			d.Fail("pending decision of stream %d of %d", p.stream, len(old))
+			break
+		}
+		o := old[p.stream]
+		if !o.ok || t.rs.Streams[o.now].Decide == rules.DecideNever {
+			continue // the running version no longer decides that stream
+		}
+		p.stream = o.now
+		heap.Push(&t.due, p)
+		if s := t.seen[p.stream]; s != nil {
+			if e, ok := s.get(p.id); ok {
+				e.pending = p
+				s.byID[p.id] = e
+			}
 		}
 	}
 	for range d.Count(3) {

@@ -95,6 +95,7 @@ type Task struct {
 	hits   []hit
 	stats  Stats
 	recall map[recallKey][]byte // decisions emitted before a restore (Recall)
+	due    pendingHeap          // decide: watermark events waiting for the watermark
 }
 
 // keyState is what a task keeps per key. The key string is a copy owned
@@ -215,7 +216,10 @@ func (t *Task) Process(rec *Record) {
 	if rec.HasID {
 		if s, ok := t.seen[rec.Stream].get(rec.ID); ok {
 			t.stats.Duplicates++
-			if st.Decide != rules.DecideNever {
+			switch {
+			case s.pending != nil:
+				s.pending.repeats++ // its decision is emitted once more when made
+			case st.Decide != rules.DecideNever:
 				t.reemit(st, rec.ID, s)
 			}
 			t.observe(in, ts)
@@ -235,7 +239,14 @@ func (t *Task) Process(rec *Record) {
 		t.feedOperators(st, ev)
 	}
 	var stored []byte
-	if st.Decide != rules.DecideNever {
+	var pending *pendingDecision
+	switch {
+	case st.Decide == rules.DecideNever:
+	case st.Decide == rules.DecideWatermark && ts > t.wm:
+		// Decided once the watermark passes ts (decideDue): the state it
+		// reads is then all of the input up to ts, whatever the arrival order.
+		pending = t.deferDecision(st, strings.Clone(rec.ID), ks.key, ts, rec.Fields)
+	default:
 		if b, ok := t.recalled(st, rec.ID, rec.HasID); ok {
 			t.stats.Decisions++
 			t.emit(Output{Kind: KindDecision, Key: rec.ID, Value: b})
@@ -245,7 +256,13 @@ func (t *Task) Process(rec *Record) {
 		}
 	}
 	if rec.HasID {
-		t.seen[rec.Stream].put(strings.Clone(rec.ID), seen{key: ks.key, time: ts, decision: stored})
+		id := rec.ID
+		if pending != nil {
+			id = pending.id // cloned already
+		} else {
+			id = strings.Clone(id)
+		}
+		t.seen[rec.Stream].put(id, seen{key: ks.key, time: ts, decision: stored, pending: pending})
 	}
 	t.observe(in, ts)
 }
@@ -358,6 +375,16 @@ func (t *Task) RaiseWatermark(streamIdx int, partition int32, wm int64) {
 	t.advance(t.wms.Current())
 }
 
+// ExpectInput registers an input (a stream's partition) before its first
+// record, so that it holds the task watermark back from now until it
+// delivers or goes idle. A Kafka task knows its inputs — partition p of every
+// input topic — and registers them all: otherwise an input whose records
+// come later would not count, and decide: watermark could decide a
+// transaction before that input's earlier events arrive.
+func (t *Task) ExpectInput(streamIdx int, partition int32) {
+	t.wms.Input(stream.InputID{Stream: streamIdx, Partition: partition}, t.rs.Streams[streamIdx].Watermark)
+}
+
 // Tick moves the watermark as processing time passes with no input: an
 // input that has gone idle stops holding the task watermark back.
 func (t *Task) Tick() { t.advance(t.wms.Current()) }
@@ -381,6 +408,7 @@ func (t *Task) advance(wm int64) {
 	for i, op := range t.windows {
 		op.Advance(wm, t.fire[i])
 	}
+	t.decideDue(wm)
 	for i, s := range t.seen {
 		if s != nil {
 			s.expire(horizon(wm, t.rs.Streams[i].IDRetention))

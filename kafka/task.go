@@ -102,6 +102,7 @@ func (t *task) use(rs *rules.Ruleset, data []byte) error {
 	for _, st := range rs.Streams {
 		if st.Pattern < 0 && st.Join < 0 {
 			t.byTopic[st.Topic] = st.Index
+			eng.ExpectInput(st.Index, t.part)
 		}
 	}
 	for k := range engine.KindCount {

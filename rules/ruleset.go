@@ -231,9 +231,6 @@ func (c *compiler) compileStreams(fail func(string, error)) {
 		st := &Stream{Name: name, Topic: cmpOr(spec.Topic, name), Index: i, Decide: spec.Decide,
 			MaxHistory: spec.MaxHistory, Pattern: noPattern, Join: noJoin}
 		rs.Streams = append(rs.Streams, st)
-		if spec.Decide == DecideWatermark {
-			fail(path+".decide", errors.New("decide: watermark is not supported yet; use decide: true (arrival)"))
-		}
 		if spec.Fields != nil {
 			st.fields = make(map[string]any, len(spec.Fields))
 			for _, f := range sortedNames(spec.Fields) {
