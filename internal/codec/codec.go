@@ -70,7 +70,9 @@ func (e *Encoder) Bool(b bool) {
 
 // Float64 writes the IEEE 754 bits of f, so that every value (NaN payloads,
 // -0) comes back exactly.
-func (e *Encoder) Float64(f float64) { e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(f)) }
+func (e *Encoder) Float64(f float64) {
+	e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(f))
+}
 
 // String writes a length and the bytes of s.
 func (e *Encoder) String(s string) {
