@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -175,5 +176,48 @@ func TestHotSwap(t *testing.T) {
 			t.Fatal("rollback not applied after 50 transactions")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestBadInput: unreadable records go to the DLQ topic with topic,
+// partition, offset, error and the raw bytes in base64; the records after
+// them are processed.
+func TestBadInput(t *testing.T) {
+	_, addr := testService(t, rulesA)
+	c := newClient(t, addr)
+	bad := []string{"not json", `{"tx_id":"x","amount":1}`, "\xff\xfe"}
+	for _, v := range bad {
+		c.produce("tx", "u1", v)
+	}
+	c.produce("tx", "u1", `{"tx_id":"ok","user_id":"u1","amount":1,"ts":1}`)
+	if d := c.decision("ok"); d["action"] != "allow" {
+		t.Fatalf("decision after bad records: %v", d)
+	}
+	dlq, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(DefaultTopics.DLQ),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dlq.Close()
+	var got []map[string]any
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for len(got) < len(bad) && ctx.Err() == nil {
+		dlq.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			var m map[string]any
+			if err := json.Unmarshal(r.Value, &m); err != nil {
+				t.Errorf("DLQ record is not JSON: %q", r.Value)
+			}
+			got = append(got, m)
+		})
+	}
+	if len(got) != len(bad) {
+		t.Fatalf("%d DLQ records, want %d", len(got), len(bad))
+	}
+	for i, m := range got {
+		raw, _ := base64.StdEncoding.DecodeString(m["raw"].(string))
+		if m["topic"] != "tx" || m["stream"] != "tx" || m["offset"] != float64(i) || m["error"] == "" || string(raw) != bad[i] {
+			t.Errorf("DLQ record %d: %v (raw %q)", i, m, raw)
+		}
 	}
 }
