@@ -28,6 +28,8 @@ type Config struct {
 	Partitions         int32         // partitions of topics Vigil creates
 	CheckpointInterval time.Duration // how often each task checkpoints
 	CheckpointKeep     int           // snapshots kept per task
+	Checkpoints        string        // the store: CheckpointsDir (default) or CheckpointsKafka
+	SessionTimeout     time.Duration // how long the group waits for a silent member before moving its partitions
 	DataDir            string        // checkpoints live under DataDir/checkpoints
 	QueueBatches       int           // fetched batches a task may have queued before its partitions pause
 	MaxBufferedRecords int           // produced records not yet acknowledged, per process
@@ -46,6 +48,8 @@ var DefaultConfig = Config{
 	Partitions:         4,
 	CheckpointInterval: 10 * time.Second,
 	CheckpointKeep:     state.DefaultKeep,
+	Checkpoints:        CheckpointsDir,
+	SessionTimeout:     10 * time.Second,
 	DataDir:            "vigil-data",
 	QueueBatches:       4,
 	MaxBufferedRecords: 100_000,
@@ -67,6 +71,7 @@ func (c *Config) fillDefaults() {
 	}{
 		{&t.Decisions, d.Topics.Decisions}, {&t.Alerts, d.Topics.Alerts}, {&t.Joins, d.Topics.Joins},
 		{&t.Windows, d.Topics.Windows}, {&t.Late, d.Topics.Late}, {&t.DLQ, d.Topics.DLQ}, {&t.Rules, d.Topics.Rules},
+		{&t.Checkpoints, d.Topics.Checkpoints},
 	} {
 		if *f.dst == "" {
 			*f.dst = f.def
@@ -80,6 +85,12 @@ func (c *Config) fillDefaults() {
 	}
 	if c.CheckpointKeep <= 0 {
 		c.CheckpointKeep = d.CheckpointKeep
+	}
+	if c.Checkpoints == "" {
+		c.Checkpoints = d.Checkpoints
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = d.SessionTimeout
 	}
 	if c.DataDir == "" {
 		c.DataDir = d.DataDir
@@ -164,16 +175,37 @@ func New(ctx context.Context, cfg Config, seed []byte) (*Service, error) {
 		return nil, err
 	}
 	s.setRuleset(rs)
-	dir, err := state.OpenDir(cfg.DataDir+"/checkpoints", state.Keep(cfg.CheckpointKeep),
-		state.OnCorrupt(func(file string, err error) {
-			s.log.Warn("corrupt checkpoint skipped; using the previous one", "file", file, "err", err)
-		}))
-	if err != nil {
+	if s.ckpt, err = s.openCheckpoints(ctx); err != nil {
 		s.adm.Close()
 		return nil, err
 	}
-	s.ckpt = dir
 	return s, nil
+}
+
+// Checkpoint stores (Config.Checkpoints).
+const (
+	CheckpointsDir   = "dir"   // files under DataDir: fast; a task's state stays on this machine
+	CheckpointsKafka = "kafka" // a topic: any process of the group can restore any task
+)
+
+func (s *Service) openCheckpoints(ctx context.Context) (state.Backend, error) {
+	onCorrupt := func(where string, err error) {
+		s.log.Warn("corrupt checkpoint skipped; using the previous one", "where", where, "err", err)
+	}
+	switch s.cfg.Checkpoints {
+	case CheckpointsDir:
+		return state.OpenDir(filepath.Join(s.cfg.DataDir, "checkpoints"), state.Keep(s.cfg.CheckpointKeep),
+			state.OnCorrupt(onCorrupt))
+	case CheckpointsKafka:
+		// One partition per task: as many as the input topics have.
+		var parts int32
+		for _, in := range s.inputs {
+			parts = max(parts, s.counts[in])
+		}
+		return NewCheckpointStore(ctx, s.cfg.Brokers, s.cfg.Topics.Checkpoints, parts,
+			CheckpointStoreConfig{Keep: s.cfg.CheckpointKeep, OnCorrupt: onCorrupt})
+	}
+	return nil, fmt.Errorf("checkpoints: %q is not a store (dir or kafka)", s.cfg.Checkpoints)
 }
 
 // Ruleset returns the ruleset version the tasks run (or are switching to).
@@ -209,6 +241,7 @@ func (s *Service) Run(ctx context.Context) error {
 		// takes its old place, and partitions, at once, instead of waiting
 		// for the group to time the dead member out.
 		kgo.InstanceID(s.cfg.InstanceID),
+		kgo.SessionTimeout(s.cfg.SessionTimeout),
 		kgo.ConsumeTopics(inputs...),
 		// Range assigns partition p of every topic to the same member when
 		// the topics have equal partition counts: co-partitions stay together.

@@ -21,17 +21,21 @@ type Topics struct {
 	Late      string // late side output
 	DLQ       string // unreadable records
 	Rules     string // the ruleset's source of truth, compacted
+	// Checkpoints holds task snapshots when the checkpoint store is Kafka
+	// (one partition per task; not an output).
+	Checkpoints string
 }
 
 // DefaultTopics are the names used when none are configured.
 var DefaultTopics = Topics{
-	Decisions: "vigil.decisions",
-	Alerts:    "vigil.alerts",
-	Joins:     "vigil.joins",
-	Windows:   "vigil.windows",
-	Late:      "vigil.late",
-	DLQ:       "vigil.dlq",
-	Rules:     "vigil.rules",
+	Decisions:   "vigil.decisions",
+	Alerts:      "vigil.alerts",
+	Joins:       "vigil.joins",
+	Windows:     "vigil.windows",
+	Late:        "vigil.late",
+	DLQ:         "vigil.dlq",
+	Rules:       "vigil.rules",
+	Checkpoints: "vigil.checkpoints",
 }
 
 // outputs lists the output topics (not the rules topic), in a fixed order.

@@ -27,6 +27,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	partitions := fs.Int("partitions", int(d.Partitions), "partitions of the topics Vigil creates (tasks run one per partition)")
 	fs.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", d.CheckpointInterval, "how often each task checkpoints and commits")
 	fs.IntVar(&cfg.CheckpointKeep, "checkpoint-keep", d.CheckpointKeep, "checkpoints kept per task (a corrupt newest one falls back to the previous)")
+	fs.StringVar(&cfg.Checkpoints, "checkpoints", "", "checkpoint store: dir (files under --data-dir) or kafka (the checkpoints topic, which lets any instance of the group restore any task); default kafka with --brokers, dir without")
+	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", d.SessionTimeout, "how long the group waits for a silent instance before moving its partitions")
 	fs.IntVar(&cfg.QueueBatches, "queue-batches", d.QueueBatches, "fetched batches queued per task before its partitions pause")
 	fs.IntVar(&cfg.MaxBufferedRecords, "max-buffered-records", d.MaxBufferedRecords, "unacknowledged output records before tasks wait")
 	fs.DurationVar(&cfg.Linger, "linger", d.Linger, "producer linger: 0 sends at once (latency); a few ms batches more (throughput)")
@@ -41,6 +43,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&t.Late, "late-topic", d.Topics.Late, "late side output")
 	fs.StringVar(&t.DLQ, "dlq-topic", d.Topics.DLQ, "unreadable input records")
 	fs.StringVar(&t.Rules, "rules-topic", d.Topics.Rules, "ruleset versions (compacted)")
+	fs.StringVar(&t.Checkpoints, "checkpoints-topic", d.Topics.Checkpoints, "task snapshots, with --checkpoints kafka")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -67,6 +70,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg.Brokers = []string{b.Addr()}
 	} else {
 		cfg.Brokers = strings.Split(*brokers, ",")
+		if cfg.Checkpoints == "" {
+			cfg.Checkpoints = kafka.CheckpointsKafka // several instances may share the group
+		}
 	}
 	svc, err := kafka.New(ctx, cfg, seed)
 	if err != nil {

@@ -430,7 +430,7 @@ func TestServeCrashRecovery(t *testing.T) {
 	data, _ := os.ReadFile(file)
 	lines := strings.SplitAfter(string(data), "\n")
 	serveArgs := []string{"serve", "--brokers", broker, "--rules", rulesPath, "--data-dir", filepath.Join(dir, "state"),
-		"--checkpoint-interval", "300ms"}
+		"--checkpoint-interval", "300ms", "--checkpoints", "dir"}
 	rng := time.Now().UnixNano()
 	t.Logf("kill delays seeded with %d", rng)
 	for i := range chunks {
@@ -636,5 +636,54 @@ func TestRulesPush(t *testing.T) {
 	}
 	if n := strings.Count(string(offsets), "\n"); n != 1 {
 		t.Errorf("vigil.rules holds %d records, want 1 (the invalid document must not be published)", n)
+	}
+}
+
+// TestServeTwoInstances: two `vigil serve` processes in one group split the
+// partitions; one is stopped while they work, and the other takes its
+// partitions over, restoring their state from the checkpoints topic. Every
+// decision equals the uninterrupted replay's, byte for byte.
+func TestServeTwoInstances(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	needKcat(t)
+	dir := t.TempDir()
+	rulesPath := filepath.Join(dir, "velocity.yaml")
+	os.WriteFile(rulesPath, []byte(velocityRules), 0o644)
+	_, line := startVigil(t, "listening on", "broker", "--listen", "127.0.0.1:0", "--data-dir", "")
+	broker := lastField(line)
+	genArgs := []string{"--events", "60000", "--users", "3000", "--seed", "13"}
+	file := filepath.Join(dir, "tx.tsv")
+	if out, err := exec.Command(vigilBinary(t), append([]string{"gen", "--kafka", "transactions", "--out", file}, genArgs...)...).CombinedOutput(); err != nil {
+		t.Fatalf("vigil gen: %v\n%s", err, out)
+	}
+	args := func(name string) []string {
+		return []string{"serve", "--brokers", broker, "--rules", rulesPath, "--data-dir", filepath.Join(dir, name),
+			"--checkpoint-interval", "200ms", "--session-timeout", "6s"}
+	}
+	a, _ := startVigil(t, "vigil serving", args("a")...)
+	b, _ := startVigil(t, "vigil serving", args("b")...)
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(b.logs(), "task started"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("instance b got no partition within 60s:\n%s\n%s", a.logs(), b.logs())
+		}
+		time.Sleep(100 * time.Millisecond) // polling the group's rebalance
+	}
+	if out, err := exec.Command("kcat", "-P", "-b", broker, "-t", "transactions", "-K", "\t", "-l", file).CombinedOutput(); err != nil {
+		t.Fatalf("kcat -P: %v\n%s", err, out)
+	}
+	time.Sleep(time.Second) // both at work
+	b.cmd.Process.Signal(os.Interrupt)
+	b.cmd.Wait()
+
+	want := replayDecisionsWith(t, rulesPath, genArgs...)
+	recs := waitDecisions(t, broker, want, a)
+	checkDecisionsWith(t, recs, want, nil)
+	if !strings.Contains(b.logs(), "task started") {
+		t.Errorf("instance b never ran a task:\n%s", b.logs())
+	}
+	if !strings.Contains(a.logs(), "restored=true") {
+		t.Errorf("instance a never restored a task from the checkpoints topic:\n%s", a.logs())
 	}
 }
