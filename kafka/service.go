@@ -136,13 +136,16 @@ type Service struct {
 	tasks  map[int32]*task
 	fail   chan error // a task's fatal error (produce or checkpoint failure)
 
-	rulesEnd int64 // offset after the ruleset version loaded at start
+	rulesLog  *rulesLog   // the accepted versions, followed by watchRules
+	rulesCl   *kgo.Client // proposes versions (Publish)
+	publishMu sync.Mutex
 }
 
 // New connects to the brokers, creates missing topics, and loads the ruleset:
 // the latest version on the rules topic, or seed when that topic is empty
-// (seed is then published there).
-func New(ctx context.Context, cfg Config, seed []byte) (*Service, error) {
+// (seed is then published there as version 1). seedExplicit says the user
+// named seed (a note is logged when the topic holds another document).
+func New(ctx context.Context, cfg Config, seed []byte, seedExplicit bool) (*Service, error) {
 	cfg.fillDefaults()
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("kafka: no brokers")
@@ -155,16 +158,10 @@ func New(ctx context.Context, cfg Config, seed []byte) (*Service, error) {
 		return nil, err
 	}
 	s.adm = kadm.NewClient(admCl)
-	src, version, end, err := loadRules(ctx, cfg.Brokers, s.adm, cfg.Topics.Rules, seed, s.log)
+	rs, err := s.loadRules(ctx, seed, seedExplicit)
 	if err != nil {
 		s.adm.Close()
 		return nil, err
-	}
-	s.rulesEnd = end
-	rs, err := rules.Load(src)
-	if err != nil {
-		s.adm.Close()
-		return nil, fmt.Errorf("ruleset on %s (version %s): %w", cfg.Topics.Rules, version, err)
 	}
 	if len(InputTopics(rs)) == 0 {
 		s.adm.Close()
@@ -208,6 +205,40 @@ func (s *Service) openCheckpoints(ctx context.Context) (state.Backend, error) {
 	return nil, fmt.Errorf("checkpoints: %q is not a store (dir or kafka)", s.cfg.Checkpoints)
 }
 
+// loadRules reads the rules topic's history; an empty topic is seeded.
+func (s *Service) loadRules(ctx context.Context, seed []byte, seedExplicit bool) (*rules.Ruleset, error) {
+	topic := s.cfg.Topics.Rules
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.cfg.Brokers...))
+	if err != nil {
+		return nil, err
+	}
+	s.rulesCl = cl
+	l, err := readRulesLog(ctx, s.cfg.Brokers, s.adm, topic)
+	if err != nil {
+		return nil, err
+	}
+	if l.current() == nil {
+		if seed == nil {
+			return nil, fmt.Errorf("no ruleset: %s is empty; pass --rules FILE to seed it", topic)
+		}
+		v, err := PushRules(ctx, s.cfg.Brokers, topic, seed, "vigil serve", "seeded from --rules")
+		if err != nil {
+			return nil, err
+		}
+		s.log.Info("seeded the rules topic", "topic", topic, "version", v.Number, "digest", v.Digest)
+		if l, err = readRulesLog(ctx, s.cfg.Brokers, s.adm, topic); err != nil {
+			return nil, err
+		}
+	} else if seedExplicit && l.current().Document != string(seed) {
+		s.log.Info("the rules topic holds a ruleset already; --rules only seeds an empty topic (use `vigil rules push`)",
+			"topic", topic, "version", l.current().Number)
+	}
+	s.rulesLog = l
+	return l.current().rs, nil
+}
+
+func (s *Service) producer() *kgo.Client { return s.rulesCl }
+
 // Ruleset returns the ruleset version the tasks run (or are switching to).
 func (s *Service) Ruleset() *rules.Ruleset {
 	s.mu.Lock()
@@ -232,6 +263,7 @@ func (s *Service) setRuleset(rs *rules.Ruleset) {
 // clean stop, or the first fatal error.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.adm.Close()
+	defer s.rulesCl.Close()
 	rs := s.Ruleset()
 	inputs := InputTopics(rs)
 	cl, err := kgo.NewClient(

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -25,7 +26,7 @@ func testService(t *testing.T, rules string) (*Service, string) {
 	cfg := Config{Brokers: []string{b.Addr()}, DataDir: t.TempDir(), Partitions: 2,
 		CheckpointInterval: 200 * time.Millisecond, ShutdownTimeout: 10 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
-	svc, err := New(context.Background(), cfg, []byte(rules))
+	svc, err := New(context.Background(), cfg, []byte(rules), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestHotSwap(t *testing.T) {
 	if got := firedRules(tx()); got != "" {
 		t.Fatalf("under rulesA: rules %q fired", got)
 	}
-	rsB, err := PushRules(context.Background(), []string{addr}, DefaultTopics.Rules, []byte(rulesB))
+	vB, err := PushRules(context.Background(), []string{addr}, DefaultTopics.Rules, []byte(rulesB), "test", "add fives")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestHotSwap(t *testing.T) {
 		} else if switched {
 			t.Fatalf("decision %v after the switch is not under the new version", d)
 		}
-		if switched && svc.Ruleset().Version == rsB.Version {
+		if switched && svc.Ruleset().Version == vB.Digest {
 			break
 		}
 		time.Sleep(50 * time.Millisecond) // letting the watcher see the new version
@@ -154,18 +155,26 @@ func TestHotSwap(t *testing.T) {
 		t.Fatal("the new rule never fired")
 	}
 
-	// A broken document, written around PushRules's validation.
-	c.produce(DefaultTopics.Rules, rulesKey, "streams: [not a map")
+	// A broken document and a stale proposal, written around PushRules.
+	c.produce(DefaultTopics.Rules, "v3-x", `{"version":3,"document":"streams: [not a map"}`)
+	c.produce(DefaultTopics.Rules, "v2-y", `{"version":2,"document":"streams: {}"}`)
 	time.Sleep(500 * time.Millisecond) // giving the watcher the time to see it
 	if got := firedRules(tx()); got != "fives" {
 		t.Fatalf("after a broken document: rules %q fired, want the running version's", got)
 	}
-	if svc.Ruleset().Version != rsB.Version {
-		t.Fatalf("running version %s, want %s", svc.Ruleset().Version, rsB.Version)
+	if svc.Ruleset().Version != vB.Digest {
+		t.Fatalf("running version %s, want %s", svc.Ruleset().Version, vB.Digest)
 	}
 
 	// Rollback: publish A again.
-	if _, err := PushRules(context.Background(), []string{addr}, DefaultTopics.Rules, []byte(rulesA)); err != nil {
+	vA, err := PushRules(context.Background(), []string{addr}, DefaultTopics.Rules, []byte(rulesA), "test", "roll back")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vA.Number != 3 {
+		t.Errorf("rollback published version %d, want 3 (the refused proposals take no number)", vA.Number)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; ; i++ {
@@ -219,5 +228,37 @@ func TestBadInput(t *testing.T) {
 		if m["topic"] != "tx" || m["stream"] != "tx" || m["offset"] != float64(i) || m["error"] == "" || string(raw) != bad[i] {
 			t.Errorf("DLQ record %d: %v (raw %q)", i, m, raw)
 		}
+	}
+}
+
+// TestPublishVersions: versions are numbered from 1; a publish based on a
+// stale version is a conflict; of two racing publishes on the same version,
+// exactly one wins; a document that does not load is refused.
+func TestPublishVersions(t *testing.T) {
+	svc, _ := testService(t, rulesA)
+	ctx := context.Background()
+	if cur := svc.Current(); cur.Number != 1 || cur.Author != "vigil serve" {
+		t.Fatalf("seeded version: %+v", cur)
+	}
+	if _, err := svc.Publish(ctx, []byte(rulesB), 7, "t", ""); !errors.Is(err, ErrVersionConflict) {
+		t.Fatalf("stale base: err %v, want ErrVersionConflict", err)
+	}
+	if _, err := svc.Publish(ctx, []byte("streams: ["), 1, "t", ""); err == nil {
+		t.Fatal("a broken document was published")
+	}
+	errs := make(chan error, 2)
+	for _, doc := range []string{rulesB, rulesB + "  other: {stream: tx, action: allow, when: 'true'}\n"} {
+		go func() {
+			_, err := svc.Publish(ctx, []byte(doc), 1, "t", "race")
+			errs <- err
+		}()
+	}
+	e1, e2 := <-errs, <-errs
+	if (e1 == nil) == (e2 == nil) {
+		t.Fatalf("racing publishes: %v and %v, want exactly one conflict", e1, e2)
+	}
+	vs := svc.Versions()
+	if len(vs) != 2 || vs[1].Number != 2 || vs[1].Comment != "race" {
+		t.Fatalf("versions after the race: %d, last %+v", len(vs), vs[len(vs)-1])
 	}
 }

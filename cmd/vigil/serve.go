@@ -74,7 +74,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			cfg.Checkpoints = kafka.CheckpointsKafka // several instances may share the group
 		}
 	}
-	svc, err := kafka.New(ctx, cfg, seed)
+	svc, err := kafka.New(ctx, cfg, seed, *rulesPath != "")
 	if err != nil {
 		return err
 	}
@@ -112,6 +112,8 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	brokers := fs.String("brokers", "127.0.0.1:9092", "Kafka bootstrap brokers, comma-separated")
 	topic := fs.String("rules-topic", kafka.DefaultTopics.Rules, "the rules topic")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up when the broker does not acknowledge within this")
+	author := fs.String("author", os.Getenv("USER"), "who makes the change (the audit log)")
+	comment := fs.String("comment", "", "why (the audit log)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return errUsage
 	}
@@ -125,7 +127,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	rs, err := kafka.PushRules(ctx, strings.Split(*brokers, ","), *topic, src)
+	v, err := kafka.PushRules(ctx, strings.Split(*brokers, ","), *topic, src, *author, *comment)
 	if printRuleErrors(stderr, fs.Arg(0), err) {
 		fmt.Fprintln(stderr, "nothing published")
 		return exitError{code: 1}
@@ -133,6 +135,6 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "published ruleset version %s on %s\n", rs.Version, *topic)
+	fmt.Fprintf(stdout, "published ruleset version %d (digest %s) on %s\n", v.Number, v.Digest, *topic)
 	return nil
 }

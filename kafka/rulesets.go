@@ -1,0 +1,333 @@
+package kafka
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/vigil-cep/vigil/rules"
+)
+
+// The rules topic is the ruleset's version history and source of truth
+// (DESIGN §2). Each record proposes version n on top of version n-1:
+//
+//	key   "v<n>-<random>"     unique, so compaction keeps every proposal
+//	value {"version": n, "digest": …, "time": …, "author": …, "comment": …, "document": "<YAML or JSON>"}
+//
+// Reading the partition in offset order, a proposal is accepted when its
+// version is one above the last accepted one and its document loads; any
+// other (a concurrent proposal that lost, a document that does not load) is
+// refused. Every instance applies the same rule to the same log, so all
+// agree on the history without a coordinator; a publisher learns whether
+// its proposal won by reading the log up to it.
+
+// RulesetVersion is one accepted version of the ruleset document.
+type RulesetVersion struct {
+	Number   int64     `json:"version"`
+	Digest   string    `json:"digest"` // rules.Ruleset.Version: a hash of the document
+	Time     time.Time `json:"time"`
+	Author   string    `json:"author"`
+	Comment  string    `json:"comment,omitempty"`
+	Document string    `json:"document"`
+
+	rs  *rules.Ruleset
+	key string
+}
+
+// Ruleset returns the compiled version.
+func (v *RulesetVersion) Ruleset() *rules.Ruleset { return v.rs }
+
+// ErrVersionConflict is returned by Publish when the ruleset changed since
+// the version the caller based its change on.
+var ErrVersionConflict = errors.New("the ruleset changed meanwhile")
+
+// rulesLog is the accepted history, read from the rules topic.
+type rulesLog struct {
+	mu       sync.Mutex
+	cond     *sync.Cond // broadcast when pos moves
+	versions []*RulesetVersion
+	pos      int64 // next offset to read
+	refused  map[string]error
+}
+
+func newRulesLog() *rulesLog {
+	l := &rulesLog{refused: make(map[string]error)}
+	l.cond = sync.NewCond(&l.mu)
+	return l
+}
+
+// apply reads one record; it returns the version it accepted, or nil.
+func (l *rulesLog) apply(r *kgo.Record) (*RulesetVersion, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	defer l.cond.Broadcast()
+	l.pos = r.Offset + 1
+	var v RulesetVersion
+	err := json.Unmarshal(r.Value, &v)
+	if err == nil && v.Number != int64(len(l.versions))+1 {
+		err = fmt.Errorf("proposes version %d on top of version %d", v.Number, len(l.versions))
+	}
+	if err == nil {
+		v.rs, err = rules.Load([]byte(v.Document))
+	}
+	if err != nil {
+		l.refused[string(r.Key)] = err
+		return nil, err
+	}
+	v.key = string(r.Key)
+	l.versions = append(l.versions, &v)
+	return &v, nil
+}
+
+func (l *rulesLog) current() *RulesetVersion {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.versions) == 0 {
+		return nil
+	}
+	return l.versions[len(l.versions)-1]
+}
+
+func (l *rulesLog) all() []*RulesetVersion {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.versions)
+}
+
+// outcome waits until the log has read offset off, then says whether the
+// proposal with key was accepted.
+func (l *rulesLog) outcome(ctx context.Context, off int64, key string) (*RulesetVersion, error) {
+	stop := context.AfterFunc(ctx, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.cond.Broadcast()
+	})
+	defer stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.pos <= off {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		l.cond.Wait()
+	}
+	if err, ok := l.refused[key]; ok {
+		delete(l.refused, key)
+		return nil, fmt.Errorf("%w: %v", ErrVersionConflict, err)
+	}
+	for _, v := range slices.Backward(l.versions) {
+		if v.key == key {
+			return v, nil
+		}
+	}
+	return nil, ErrVersionConflict
+}
+
+// readRulesLog reads the rules topic from the start to its end.
+func readRulesLog(ctx context.Context, brokers []string, adm *kadm.Client, topic string) (*rulesLog, error) {
+	if _, err := ensureTopics(ctx, adm, nil, Topics{Rules: topic}, 1); err != nil {
+		return nil, err
+	}
+	end, err := endOffset(ctx, adm, topic, 0)
+	if err != nil {
+		return nil, err
+	}
+	l := newRulesLog()
+	if end == 0 {
+		return l, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for l.pos < end {
+		fs := cl.PollFetches(rctx)
+		if err := rctx.Err(); err != nil {
+			return nil, fmt.Errorf("reading rules topic %s: %w", topic, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { l.apply(r) })
+	}
+	return l, nil
+}
+
+// propose writes a proposal of doc as the version after base and returns
+// its key and offset.
+func propose(ctx context.Context, cl *kgo.Client, topic string, base int64, doc []byte, rs *rules.Ruleset, author, comment string) (string, int64, error) {
+	var nonce [6]byte
+	rand.Read(nonce[:])
+	v := RulesetVersion{Number: base + 1, Digest: rs.Version, Time: time.Now().UTC().Truncate(time.Millisecond),
+		Author: author, Comment: comment, Document: string(doc)}
+	val, err := json.Marshal(&v)
+	if err != nil {
+		return "", 0, err
+	}
+	key := fmt.Sprintf("v%d-%s", v.Number, hex.EncodeToString(nonce[:]))
+	r, err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Key: []byte(key), Value: val,
+		Headers: []kgo.RecordHeader{{Key: "version", Value: fmt.Appendf(nil, "%d", v.Number)},
+			{Key: "digest", Value: []byte(rs.Version)}}}).First()
+	if err != nil {
+		return "", 0, fmt.Errorf("publish on %s: %w", topic, err)
+	}
+	return key, r.Offset, nil
+}
+
+// PushRules publishes doc as the next version of the ruleset on the rules
+// topic (vigil rules push). A document that does not load is refused with
+// every error and nothing is published.
+func PushRules(ctx context.Context, brokers []string, topic string, doc []byte, author, comment string) (*RulesetVersion, error) {
+	rs, err := rules.Load(doc)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for range 5 { // retried only when another publisher wins the race
+		l, err := readRulesLog(ctx, brokers, adm, topic)
+		if err != nil {
+			return nil, err
+		}
+		base := int64(len(l.versions))
+		key, off, err := propose(ctx, cl, topic, base, doc, rs, author, comment)
+		if err != nil {
+			return nil, err
+		}
+		l, err = readRulesLog(ctx, brokers, adm, topic)
+		if err != nil {
+			return nil, err
+		}
+		if v, err := l.outcome(ctx, off, key); err == nil {
+			return v, nil
+		}
+	}
+	return nil, ErrVersionConflict
+}
+
+// Versions returns every accepted ruleset version, oldest first.
+func (s *Service) Versions() []*RulesetVersion { return s.rulesLog.all() }
+
+// Current returns the running ruleset version.
+func (s *Service) Current() *RulesetVersion { return s.rulesLog.current() }
+
+// Publish proposes doc as the version after expect and waits until the log
+// says whether it was accepted; every instance then switches to it. It
+// returns ErrVersionConflict when the current version is not expect, or when
+// another proposal won; a rules.ErrorList when doc does not load.
+func (s *Service) Publish(ctx context.Context, doc []byte, expect int64, author, comment string) (*RulesetVersion, error) {
+	rs, err := rules.Load(doc)
+	if err != nil {
+		return nil, err
+	}
+	s.publishMu.Lock()
+	defer s.publishMu.Unlock()
+	if cur := s.rulesLog.current(); cur == nil || cur.Number != expect {
+		return nil, ErrVersionConflict
+	}
+	key, off, err := propose(ctx, s.producer(), s.cfg.Topics.Rules, expect, doc, rs, author, comment)
+	if err != nil {
+		return nil, err
+	}
+	return s.rulesLog.outcome(ctx, off, key)
+}
+
+// watchRules follows the rules topic from where New left it and switches the
+// service to every version accepted (DESIGN §2: rules topic → every task
+// hot-swaps). A proposal that is refused leaves the running version.
+func (s *Service) watchRules(ctx context.Context) {
+	topic := s.cfg.Topics.Rules
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.cfg.Brokers...), kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(s.rulesLog.pos)}}))
+	if err != nil {
+		s.failWith(fmt.Errorf("watch %s: %w", topic, err))
+		return
+	}
+	defer cl.Close()
+	for ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			v, err := s.rulesLog.apply(r)
+			if err != nil {
+				s.log.Error("refused a ruleset proposal on the rules topic; the running version stays",
+					"offset", r.Offset, "key", string(r.Key), "err", err)
+				return
+			}
+			s.switchRules(ctx, v)
+		})
+	}
+}
+
+// switchRules makes the service run version v.
+func (s *Service) switchRules(ctx context.Context, v *RulesetVersion) {
+	rs, old := v.rs, s.Ruleset()
+	if rs.Version == old.Version {
+		return
+	}
+	inputs := InputTopics(rs)
+	// Output topics exist since the start; new inputs are created (or
+	// checked for co-partitioning) before any task reads them.
+	if _, err := ensureTopics(ctx, s.adm, inputs, s.cfg.Topics, s.cfg.Partitions); err != nil {
+		s.log.Error("cannot run ruleset version; the running version stays", "version", v.Number, "err", err)
+		return
+	}
+	var added, removed []string
+	for _, in := range inputs {
+		if !slices.Contains(InputTopics(old), in) {
+			added = append(added, in)
+		}
+	}
+	for _, in := range InputTopics(old) {
+		if !slices.Contains(inputs, in) {
+			removed = append(removed, in)
+		}
+	}
+	s.setRuleset(rs)
+	if len(added) > 0 {
+		s.cl.AddConsumeTopics(added...)
+	}
+	if len(removed) > 0 {
+		s.cl.PurgeTopicsFromConsuming(removed...)
+	}
+	s.log.Info("switched ruleset", "version", v.Number, "digest", rs.Version, "author", v.Author,
+		"added", added, "removed", removed)
+}
+
+// endOffset returns the offset after the last record of a partition. A
+// topic created a moment ago may not be in the metadata yet: it retries for
+// a few seconds.
+func endOffset(ctx context.Context, adm *kadm.Client, topic string, part int32) (int64, error) {
+	var last error
+	for range 50 {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			end, ok := ends.Lookup(topic, part)
+			if ok && end.Err == nil {
+				return end.Offset, nil
+			}
+			err = end.Err
+			if err == nil {
+				err = fmt.Errorf("no partition %d", part)
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return 0, fmt.Errorf("end offset of %s/%d: %w", topic, part, last)
+}
