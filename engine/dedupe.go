@@ -1,5 +1,10 @@
 package engine
 
+import (
+	"hash/crc32"
+	"unsafe"
+)
+
 // seenIDs remembers the ids of one stream for idempotency: an event whose id
 // was seen within the stream's id retention is not counted again, and a
 // deciding stream re-emits the decision it stored. Entries expire in arrival
@@ -19,6 +24,16 @@ type seen struct {
 	time     int64
 	decision []byte
 	pending  *pendingDecision // decide: watermark, not decided yet
+	crc      uint32           // of the event's value: the decision API refuses the same id with another body
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// BodyCRC is the checksum seen keeps of an event's value (CRC-32C: cheap,
+// and stable across processes, so that it survives a checkpoint).
+func BodyCRC(value string) uint32 {
+	// Read the string's bytes in place: Checksum does not keep or modify them.
+	return crc32.Checksum(unsafe.Slice(unsafe.StringData(value), len(value)), castagnoli)
 }
 
 func newSeenIDs() *seenIDs { return &seenIDs{byID: make(map[string]seen)} }

@@ -211,6 +211,7 @@ func (t *Task) encodeSeen(e *codec.Encoder) {
 			e.String(en.key)
 			e.Varint(en.time)
 			e.ByteSlice(en.decision)
+			e.Uvarint(uint64(en.crc))
 		}
 	}
 }
@@ -498,9 +499,9 @@ func (t *Task) decodeSeen(d *codec.Decoder, old []oldStream) {
 			s = t.seen[o.now]
 		}
 		for range d.Count(4) {
-			id, key, ts, dec := d.String(), d.String(), d.Varint(), d.ByteSlice()
+			id, key, ts, dec, crc := d.String(), d.String(), d.Varint(), d.ByteSlice(), uint32(d.Uvarint())
 			if s != nil && d.Err() == nil {
-				s.put(id, seen{key: key, time: ts, decision: dec})
+				s.put(id, seen{key: key, time: ts, decision: dec, crc: crc})
 			}
 		}
 	}

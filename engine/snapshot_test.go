@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -182,4 +183,45 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestEntity: the entity view shows a key's recent history (newest first,
+// paged), its live windows and partial matches, and its recent decisions.
+func TestEntity(t *testing.T) {
+	rs, err := rules.Load([]byte(`
+streams:
+  tx: {key: user_id, time: ts, id: tx_id, decide: true}
+windows:
+  spend: {stream: tx, tumbling: 1h, aggregate: {n: count(), total: sum(amount)}}
+patterns:
+  pair: {stream: tx, steps: [{name: a, where: amount > 100}, {name: b, where: amount > 100}]}
+rules:
+  busy: {stream: tx, action: review, when: 'len(history("tx", "1h")) >= 2'}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t, rs)
+	r.feed([]string{
+		`{"stream":"tx","value":{"tx_id":"t1","user_id":"u","amount":500,"ts":1000}}`,
+		`{"stream":"tx","value":{"tx_id":"t2","user_id":"u","amount":5,"ts":2000}}`,
+		`{"stream":"tx","value":{"tx_id":"t3","user_id":"v","amount":5,"ts":3000}}`,
+	}, 0)
+	v := r.task.Entity("u", EntityQuery{Limit: 1})
+	got, _ := json.Marshal(v)
+	want := `{"key":"u","history":{"tx":[{"time":2000,"event":{}}]},` +
+		`"windows":[{"window":"spend","start":0,"end":3600000,"values":{"n":2,"total":505},"fired":false}],` +
+		`"partial_matches":{"pair":1},"recent_decisions":[` +
+		`{"kind":"decision","id":"t2","stream":"tx","key":"u","time":2000,"action":"review","score":0,"rules":[{"rule":"busy","action":"review","score":0,"reason":""}],"shadow":[],"errors":[]},` +
+		`{"kind":"decision","id":"t1","stream":"tx","key":"u","time":1000,"action":"allow","score":0,"rules":[],"shadow":[],"errors":[]}],` +
+		`"watermark":2999}`
+	if string(got) != want {
+		t.Errorf("entity view:\n got %s\nwant %s", got, want)
+	}
+	if v := r.task.Entity("u", EntityQuery{Before: 2000}); len(v.History["tx"]) != 1 || !strings.Contains(string(v.History["tx"][0]), `"time":1000`) {
+		t.Errorf("page before 2000: %s", v.History["tx"])
+	}
+	if d, _, _, ok := r.task.Lookup(0, "t1"); !ok || !strings.Contains(string(d), `"id":"t1"`) {
+		t.Errorf("Lookup(t1) = %s, %v", d, ok)
+	}
 }

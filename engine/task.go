@@ -29,6 +29,7 @@ type Record struct {
 	Fields       map[string]any // Value decoded, when a decode stage did it already
 	Raw          string         // what a DLQ record echoes for replay: the whole input line
 	Err          error          // the record cannot be processed: it goes to the DLQ with this reason
+	Now          bool           // decide on arrival even for a decide: watermark stream (the decision API)
 
 	// Set by Extractor.Extract, on the task or ahead of it on a decode stage.
 	Key       string
@@ -242,7 +243,7 @@ func (t *Task) Process(rec *Record) {
 	var pending *pendingDecision
 	switch {
 	case st.Decide == rules.DecideNever:
-	case st.Decide == rules.DecideWatermark && ts > t.wm:
+	case st.Decide == rules.DecideWatermark && ts > t.wm && !rec.Now:
 		// Decided once the watermark passes ts (decideDue): the state it
 		// reads is then all of the input up to ts, whatever the arrival order.
 		pending = t.deferDecision(st, strings.Clone(rec.ID), ks.key, ts, rec.Fields)
@@ -262,7 +263,7 @@ func (t *Task) Process(rec *Record) {
 		} else {
 			id = strings.Clone(id)
 		}
-		t.seen[rec.Stream].put(id, seen{key: ks.key, time: ts, decision: stored, pending: pending})
+		t.seen[rec.Stream].put(id, seen{key: ks.key, time: ts, decision: stored, pending: pending, crc: BodyCRC(rec.Value)})
 	}
 	t.observe(in, ts)
 }

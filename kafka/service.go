@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -36,6 +37,7 @@ type Config struct {
 	Linger             time.Duration // producer linger: 0 sends at once (lowest latency)
 	FetchMaxWait       time.Duration // how long the broker may hold a fetch with no data
 	MaxRecordBytes     int           // larger input records go to the DLQ
+	APIQueue           int           // decision API requests queued per task before 429
 	ShutdownTimeout    time.Duration // bound on the final drain and checkpoint
 	Logger             *slog.Logger
 }
@@ -56,6 +58,7 @@ var DefaultConfig = Config{
 	Linger:             0,
 	FetchMaxWait:       50 * time.Millisecond,
 	MaxRecordBytes:     1 << 20,
+	APIQueue:           1024,
 	ShutdownTimeout:    30 * time.Second,
 }
 
@@ -104,6 +107,9 @@ func (c *Config) fillDefaults() {
 	if c.FetchMaxWait <= 0 {
 		c.FetchMaxWait = d.FetchMaxWait
 	}
+	if c.APIQueue <= 0 {
+		c.APIQueue = d.APIQueue
+	}
 	if c.MaxRecordBytes <= 0 {
 		c.MaxRecordBytes = d.MaxRecordBytes
 	}
@@ -136,6 +142,8 @@ type Service struct {
 	tasks  map[int32]*task
 	fail   chan error // a task's fatal error (produce or checkpoint failure)
 
+	joined    atomic.Bool // the group has assigned partitions once
+	failed    atomic.Pointer[error]
 	rulesLog  *rulesLog   // the accepted versions, followed by watchRules
 	rulesCl   *kgo.Client // proposes versions (Publish)
 	publishMu sync.Mutex
@@ -406,6 +414,7 @@ func (s *Service) partitionsOf(p int32) map[string][]int32 {
 // of it when the newest checkpoint was torn; the checkpoint is what the state
 // matches).
 func (s *Service) assign(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	defer s.joined.Store(true)
 	var parts []int32
 	for _, ps := range offsets {
 		for p := range ps {
@@ -480,6 +489,7 @@ func (s *Service) stopTasks(ctx context.Context, parts map[int32]bool) {
 }
 
 func (s *Service) failWith(err error) {
+	s.failed.CompareAndSwap(nil, &err)
 	select {
 	case s.fail <- err:
 	default:

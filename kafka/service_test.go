@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/vigil-cep/vigil/engine"
 )
 
 // testService runs a Service on an in-process broker. It returns the broker
@@ -261,4 +263,95 @@ func TestPublishVersions(t *testing.T) {
 	if len(vs) != 2 || vs[1].Number != 2 || vs[1].Comment != "race" {
 		t.Fatalf("versions after the race: %d, last %+v", len(vs), vs[len(vs)-1])
 	}
+}
+
+const rulesCount = `
+streams:
+  tx: {topic: tx, key: user_id, time: ts, id: tx_id, decide: true}
+rules:
+  count: {stream: tx, action: review, when: 'true', reason: 'string(len(history("tx", "1h")))'}
+`
+
+// reasonOf returns the reason of a decision's first rule.
+func reasonOf(t *testing.T, b []byte) string {
+	t.Helper()
+	var d struct {
+		Rules []struct{ Reason string } `json:"rules"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil || len(d.Rules) == 0 {
+		t.Fatalf("decision %s: %v", b, err)
+	}
+	return d.Rules[0].Reason
+}
+
+// TestDecideAPI: a decision requested through the service counts in the
+// key's state once (the input record it writes is not processed again), is
+// written once to the decisions topic, and is returned again for the same
+// id; the same id with another body is a conflict.
+func TestDecideAPI(t *testing.T) {
+	svc, addr := testService(t, rulesCount)
+	c := newClient(t, addr)
+	ctx := context.Background()
+	for svc.Ready() != nil {
+		time.Sleep(20 * time.Millisecond) // waiting for the group to assign
+	}
+	body := `{"tx_id":"a1","user_id":"u1","amount":5,"ts":1000}`
+	r1, err := svc.Decide(ctx, "tx", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Replay || reasonOf(t, r1.Decision) != "1" {
+		t.Fatalf("first decision: %s (replay %v)", r1.Decision, r1.Replay)
+	}
+	r2, err := svc.Decide(ctx, "tx", []byte(`{"tx_id":"a2","user_id":"u1","amount":5,"ts":2000}`))
+	if err != nil || reasonOf(t, r2.Decision) != "2" {
+		t.Fatalf("second decision: %s, %v", r2.Decision, err)
+	}
+	again, err := svc.Decide(ctx, "tx", []byte(body))
+	if err != nil || !again.Replay || string(again.Decision) != string(r1.Decision) {
+		t.Fatalf("same id again: %s (replay %v), %v", again.Decision, again.Replay, err)
+	}
+	if _, err := svc.Decide(ctx, "tx", []byte(`{"tx_id":"a1","user_id":"u1","amount":6,"ts":1000}`)); !errors.Is(err, ErrIDConflict) {
+		t.Fatalf("same id, other body: %v, want ErrIDConflict", err)
+	}
+	if _, err := svc.Decide(ctx, "nope", []byte(body)); !errors.Is(err, ErrNotDecided) {
+		t.Fatalf("unknown stream: %v", err)
+	}
+	// A transaction through Kafka after them: the two API events count once.
+	c.produce("tx", "u1", `{"tx_id":"k3","user_id":"u1","amount":5,"ts":3000}`)
+	if got := reasonOf(t, mustJSON(t, c.decision("k3"))); got != "3" {
+		t.Fatalf("after two API decisions, a Kafka transaction sees %s events, want 3", got)
+	}
+	if d, err := svc.Decision(ctx, "a2"); err != nil || string(d) != string(r2.Decision) {
+		t.Fatalf("Decision(a2) = %s, %v", d, err)
+	}
+	if _, err := svc.Decision(ctx, "zz"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Decision(zz): %v", err)
+	}
+	v, err := svc.Entity(ctx, "u1", engine.EntityQuery{})
+	if err != nil || len(v.Decisions) != 3 {
+		t.Fatalf("entity: %+v, %v", v, err)
+	}
+	// Each id once on the decisions topic (a1 twice: its replay is not re-emitted).
+	counts := map[string]int{}
+	ctx2, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	rd, _ := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(DefaultTopics.Decisions),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	defer rd.Close()
+	for ctx2.Err() == nil {
+		rd.PollFetches(ctx2).EachRecord(func(r *kgo.Record) { counts[string(r.Key)]++ })
+	}
+	if counts["a1"] != 1 || counts["a2"] != 1 || counts["k3"] != 1 {
+		t.Errorf("decision records per id: %v, want one each", counts)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -43,6 +43,11 @@ type task struct {
 
 	switchRS  atomic.Pointer[rules.Ruleset] // a version to switch to before the next event
 	switchSig chan struct{}
+	calls     chan func() // API requests, run on the task's goroutine between events
+	capture   *apiDecide  // the API request whose event is being processed
+
+	selfMu sync.Mutex
+	self   map[selfRecord]bool // input records the API wrote after processing them itself
 
 	inflight   sync.WaitGroup // produced records not yet acknowledged
 	produceErr atomic.Pointer[error]
@@ -63,7 +68,8 @@ const (
 // the recorded decision, DESIGN §4 "Delivery"), and starts its goroutine.
 func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 	t := &task{s: s, part: p, in: make(chan *batch, s.cfg.QueueBatches), quit: make(chan struct{}),
-		done: make(chan struct{}), next: make(map[string]int64), switchSig: make(chan struct{}, 1)}
+		done: make(chan struct{}), next: make(map[string]int64), switchSig: make(chan struct{}, 1),
+		calls: make(chan func(), s.cfg.APIQueue), self: make(map[selfRecord]bool)}
 	if err := t.use(s.Ruleset(), nil); err != nil {
 		return nil, err
 	}
@@ -210,6 +216,8 @@ func (t *task) run() {
 		select {
 		case <-t.switchSig:
 			t.applySwitch()
+		case call := <-t.calls:
+			call()
 		case b := <-t.in:
 			t.process(b)
 		case <-tick.C:
@@ -237,6 +245,10 @@ func (t *task) process(b *batch) {
 		if next, ok := t.next[b.topic]; ok && r.Offset < next {
 			continue // before the checkpoint: a fetch that started earlier
 		}
+		if t.wasSelf(b.topic, r.Offset) {
+			t.next[b.topic] = r.Offset + 1
+			continue // written by the decision API after it processed it
+		}
 		t.rec = engine.Record{Stream: stream, StreamName: b.topic, Topic: b.topic, Partition: r.Partition,
 			Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), HasTimestamp: true,
 			Value: string(r.Value)}
@@ -262,8 +274,18 @@ func (t *task) emit(o engine.Output) {
 	}
 	t.inflight.Add(1)
 	isDecision := o.Kind == engine.KindDecision
+	req := t.capture
+	if req != nil && isDecision && o.Key == req.id {
+		req.decision = r.Value
+		req.acks.Add(1)
+	} else {
+		req = nil
+	}
 	t.s.cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
 		defer t.inflight.Done()
+		if req != nil {
+			req.ack(err)
+		}
 		if err != nil {
 			t.produceErr.CompareAndSwap(nil, &err)
 			return

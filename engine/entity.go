@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/vigil-cep/vigil/internal/jsonv"
+	"github.com/vigil-cep/vigil/stream"
+	"github.com/vigil-cep/vigil/window"
+)
+
+// Lookup returns the decision a task holds for an event id of a stream: the
+// stored record (rebuilt for a plain allow), the checksum of the event's
+// value, and whether it is still waiting for the watermark.
+func (t *Task) Lookup(streamIdx int, id string) (decision []byte, crc uint32, pending, ok bool) {
+	if streamIdx < 0 || streamIdx >= len(t.seen) || t.seen[streamIdx] == nil {
+		return nil, 0, false, false
+	}
+	e, ok := t.seen[streamIdx].get(id)
+	if !ok {
+		return nil, 0, false, false
+	}
+	if e.pending != nil {
+		return nil, e.crc, true, true
+	}
+	if e.decision != nil {
+		return e.decision, e.crc, false, true
+	}
+	return appendDecision(nil, id, t.rs.Streams[streamIdx].Name, e.key, e.time, nil), e.crc, false, true
+}
+
+// EntityQuery bounds an entity view.
+type EntityQuery struct {
+	Limit     int    // history events per stream, newest first (default 50)
+	Before    int64  // only events strictly before this event time; 0: newest
+	Stream    string // only this stream's history; "": every stream
+	Decisions int    // recent decisions (default 10)
+}
+
+// EntityView is what a task holds about one key (the entity API).
+type EntityView struct {
+	Key       string                       `json:"key"`
+	History   map[string][]json.RawMessage `json:"history"` // stream -> {"time": t, "event": {...}}, newest first
+	Windows   []json.RawMessage            `json:"windows"`
+	Partials  map[string]int               `json:"partial_matches"`
+	Decisions []json.RawMessage            `json:"recent_decisions"`
+	Watermark int64                        `json:"watermark"`
+}
+
+// maxDecisionScan bounds how many remembered ids Entity looks through for a
+// key's recent decisions (ids are kept by id, not by key).
+const maxDecisionScan = 100_000
+
+// Entity returns a view of key's state: recent history per stream (the
+// fields rules read), live windows, open partial matches per pattern, and
+// its most recent decisions.
+func (t *Task) Entity(key string, q EntityQuery) *EntityView {
+	if q.Limit <= 0 {
+		q.Limit = 50
+	}
+	if q.Decisions <= 0 {
+		q.Decisions = 10
+	}
+	v := &EntityView{Key: key, History: make(map[string][]json.RawMessage), Windows: []json.RawMessage{},
+		Partials: make(map[string]int), Decisions: []json.RawMessage{}, Watermark: t.wm}
+	if ks, ok := t.keys[key]; ok {
+		for i, h := range ks.hist {
+			st := t.rs.Streams[i]
+			if len(h.times) == 0 || q.Stream != "" && q.Stream != st.Name {
+				continue
+			}
+			var evs []json.RawMessage
+			for j := len(h.times) - 1; j >= 0 && len(evs) < q.Limit; j-- {
+				if q.Before != 0 && h.times[j] >= q.Before {
+					continue
+				}
+				b := strconv.AppendInt([]byte(`{"time":`), h.times[j], 10)
+				b = jsonv.Append(append(b, `,"event":`...), rowMap(h.values[j], st.HistoryFields))
+				evs = append(evs, append(b, '}'))
+			}
+			v.History[st.Name] = evs
+		}
+	}
+	for i, op := range t.windows {
+		name := t.rs.Windows[i].Name
+		op.Live(key, func(r window.Result) {
+			b := jsonv.AppendString([]byte(`{"window":`), name)
+			b = appendInt(b, "start", r.Start)
+			b = appendInt(b, "end", r.End)
+			b = append(appendField(b, "values"), '{')
+			for k, a := range t.rs.Windows[i].Aggs {
+				if k > 0 {
+					b = append(b, ',')
+				}
+				b = jsonv.Append(append(jsonv.AppendString(b, a.Name), ':'), r.Values[k])
+			}
+			b = strconv.AppendBool(appendField(append(b, '}'), "fired"), r.Update)
+			v.Windows = append(v.Windows, append(b, '}'))
+		})
+	}
+	for _, op := range t.patterns {
+		if pk, ok := op.keys[key]; ok {
+			v.Partials[op.p.Name] = pk.state.Len()
+		}
+	}
+	for si, s := range t.seen {
+		if s == nil {
+			continue
+		}
+		scanned := 0
+		for j := len(s.order) - 1; j >= s.head && scanned < maxDecisionScan && len(v.Decisions) < q.Decisions; j-- {
+			scanned++
+			id := s.order[j]
+			if e, ok := s.byID[id]; ok && e.key == key && e.pending == nil {
+				d, _, _, _ := t.Lookup(si, id)
+				v.Decisions = append(v.Decisions, d)
+			}
+		}
+	}
+	return v
+}
+
+// rowMap turns a history value into a JSON-encodable map.
+func rowMap(v any, names []string) any {
+	if r, ok := v.(*stream.Row); ok {
+		return rowFields(r, names)
+	}
+	return v
+}

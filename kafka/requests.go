@@ -1,0 +1,285 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/rules"
+)
+
+// Errors of the request API (the REST layer maps them to statuses).
+var (
+	ErrNotFound   = errors.New("not found")
+	ErrIDConflict = errors.New("the id was decided with another body")
+	ErrSaturated  = errors.New("the task's request queue is full")
+	ErrNotOwner   = errors.New("another instance owns this key's partition")
+	ErrNotDecided = errors.New("not a stream with decisions")
+	ErrPending    = errors.New("the decision waits for the watermark")
+)
+
+// selfRecord names an input record the decision API wrote.
+type selfRecord struct {
+	topic  string
+	offset int64
+}
+
+func (t *task) markSelf(topic string, off int64) {
+	t.selfMu.Lock()
+	defer t.selfMu.Unlock()
+	t.self[selfRecord{topic, off}] = true
+}
+
+func (t *task) wasSelf(topic string, off int64) bool {
+	t.selfMu.Lock()
+	defer t.selfMu.Unlock()
+	k := selfRecord{topic, off}
+	if t.self[k] {
+		delete(t.self, k)
+		return true
+	}
+	return false
+}
+
+// apiDecide is one decision request in flight: done once the decision and
+// the event are both acknowledged by the broker.
+type apiDecide struct {
+	id       string
+	decision []byte
+	acks     sync.WaitGroup
+	failed   atomic.Pointer[error]
+}
+
+func (r *apiDecide) ack(err error) {
+	if err != nil {
+		r.failed.CompareAndSwap(nil, &err)
+	}
+	r.acks.Done()
+}
+
+// DecideResult is the answer to a decision request.
+type DecideResult struct {
+	Decision []byte
+	Replay   bool // the id was known: the stored decision
+}
+
+// Decide evaluates one event of a decided stream at once against the state
+// of the task owning its key (DESIGN §5 "POST /v1/decisions"): the event
+// counts in that state, is written to its input topic and its decision to
+// the decisions topic, and the result returns once the broker has
+// acknowledged both, so a crash can neither lose an event whose decision was
+// returned nor decide it differently on replay. A known id returns the
+// stored decision (Replay); the same id with another body is ErrIDConflict.
+func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (*DecideResult, error) {
+	rs := s.Ruleset()
+	st := findStream(rs, streamName)
+	if st == nil || st.Decide == rules.DecideNever || !st.HasID || st.Pattern >= 0 || st.Join >= 0 {
+		return nil, fmt.Errorf("%w: %q", ErrNotDecided, streamName)
+	}
+	x, err := engine.NewExtractor(rs)
+	if err != nil {
+		return nil, err
+	}
+	rec := engine.Record{Stream: st.Index, StreamName: st.Topic, Topic: st.Topic, Value: string(body),
+		Timestamp: time.Now().UnixMilli(), HasTimestamp: true, Offset: -1, Now: true}
+	x.Extract(&rec)
+	if rec.Err != nil {
+		return nil, rec.Err
+	}
+	if !rec.HasID {
+		return nil, fmt.Errorf("the event has no id (stream %s)", st.Name)
+	}
+	part := partitionOf(rec.Key, s.counts[st.Topic])
+	rec.Partition = part
+	t := s.task(part)
+	if t == nil {
+		return nil, ErrNotOwner
+	}
+	type answer struct {
+		res *DecideResult
+		req *apiDecide
+		err error
+	}
+	reply := make(chan answer, 1)
+	call := func() {
+		if t.rs != rs {
+			reply <- answer{err: fmt.Errorf("%w: the ruleset changed, retry", ErrSaturated)}
+			return
+		}
+		if d, crc, pending, ok := t.eng.Lookup(st.Index, rec.ID); ok {
+			switch {
+			case crc != engine.BodyCRC(rec.Value):
+				reply <- answer{err: ErrIDConflict}
+			case pending:
+				reply <- answer{err: ErrPending}
+			default:
+				reply <- answer{res: &DecideResult{Decision: d, Replay: true}}
+			}
+			return
+		}
+		req := &apiDecide{id: rec.ID}
+		t.capture = req
+		t.eng.Process(&rec)
+		t.capture = nil
+		// The event itself, on its input partition: once acknowledged the
+		// task skips it when it comes back from the topic.
+		req.acks.Add(1)
+		t.inflight.Add(1)
+		t.s.cl.Produce(context.Background(), &kgo.Record{Topic: st.Topic, Partition: part, Key: []byte(rec.Key), Value: body},
+			func(r *kgo.Record, err error) {
+				defer t.inflight.Done()
+				if err == nil {
+					t.markSelf(r.Topic, r.Offset)
+				}
+				req.ack(err)
+			})
+		reply <- answer{req: req}
+	}
+	select {
+	case t.calls <- call:
+	default:
+		return nil, ErrSaturated
+	}
+	var a answer
+	select {
+	case a = <-reply:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if a.err != nil || a.res != nil {
+		return a.res, a.err
+	}
+	acked := make(chan struct{})
+	go func() { a.req.acks.Wait(); close(acked) }()
+	select {
+	case <-acked:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if err := a.req.failed.Load(); err != nil {
+		return nil, fmt.Errorf("not recorded: %w", *err)
+	}
+	if a.req.decision == nil {
+		return nil, errors.New("the event produced no decision") // a DLQ'd event: rec.Err was nil, so a rule run error
+	}
+	return &DecideResult{Decision: a.req.decision}, nil
+}
+
+// Decision returns the decision of id held by one of this instance's tasks.
+func (s *Service) Decision(ctx context.Context, id string) ([]byte, error) {
+	rs := s.Ruleset()
+	for _, t := range s.taskList() {
+		found := make(chan []byte, 1)
+		call := func() {
+			for _, st := range rs.Streams {
+				if d, _, pending, ok := t.eng.Lookup(st.Index, id); ok && !pending && t.rs == rs {
+					found <- d
+					return
+				}
+			}
+			found <- nil
+		}
+		select {
+		case t.calls <- call:
+		default:
+			return nil, ErrSaturated
+		}
+		select {
+		case d := <-found:
+			if d != nil {
+				return d, nil
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return nil, ErrNotFound
+}
+
+// EntityView is what the owning task holds about a key, and how fresh it is.
+type EntityView struct {
+	*engine.EntityView
+	Task      int32 `json:"task"`
+	LagMillis int64 `json:"lag_ms"` // processing time minus the task watermark
+}
+
+// Entity returns the owning task's view of key. The key's partition is
+// computed as producers keyed by it place it (Kafka's murmur2 partitioner).
+func (s *Service) Entity(ctx context.Context, key string, q engine.EntityQuery) (*EntityView, error) {
+	rs := s.Ruleset()
+	inputs := InputTopics(rs)
+	part := partitionOf(key, s.counts[inputs[0]])
+	t := s.task(part)
+	if t == nil {
+		return nil, ErrNotOwner
+	}
+	got := make(chan *engine.EntityView, 1)
+	select {
+	case t.calls <- func() { got <- t.eng.Entity(key, q) }:
+	default:
+		return nil, ErrSaturated
+	}
+	select {
+	case v := <-got:
+		lag := int64(0)
+		if v.Watermark > 0 {
+			lag = time.Now().UnixMilli() - v.Watermark
+		}
+		return &EntityView{EntityView: v, Task: part, LagMillis: lag}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Ready reports whether the service has joined its group and runs.
+func (s *Service) Ready() error {
+	if !s.joined.Load() {
+		return errors.New("not yet assigned partitions")
+	}
+	if err := s.failed.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+func (s *Service) task(p int32) *task {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tasks[p]
+}
+
+func (s *Service) taskList() []*task {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*task, 0, len(s.tasks))
+	for _, t := range s.tasks {
+		out = append(out, t)
+	}
+	return out
+}
+
+func findStream(rs *rules.Ruleset, name string) *rules.Stream {
+	for _, st := range rs.Streams {
+		if st.Name == name {
+			return st
+		}
+	}
+	return nil
+}
+
+// keyPartitioner is Kafka's default for keyed records (murmur2, as the Java
+// client and franz-go place them), so the API routes a key where producers
+// keyed by it write.
+var keyPartitioner = kgo.StickyKeyPartitioner(nil)
+
+func partitionOf(key string, partitions int32) int32 {
+	if partitions <= 0 {
+		return 0
+	}
+	return int32(keyPartitioner.ForTopic("").Partition(&kgo.Record{Key: []byte(key)}, int(partitions)))
+}
