@@ -45,7 +45,12 @@ func (t *Task) decide(st *rules.Stream, id string, ks *keyState, ts int64, field
 	t.hits = hits
 	t.stats.Decisions++
 	t.buf = appendDecision(t.buf[:0], id, st.Name, ks.key, ts, hits)
-	t.emit(Output{Kind: KindDecision, Key: id, Value: t.buf})
+	info := &t.info
+	info.Action, info.Hits = actionOf(hits).String(), info.Hits[:0]
+	for _, h := range hits {
+		info.Hits = append(info.Hits, RuleHit{Rule: h.rule.Name, Mode: h.rule.Mode.String(), Err: h.err != ""})
+	}
+	t.emit(Output{Kind: KindDecision, Key: id, Value: t.buf, Decision: info})
 	if len(hits) == 0 {
 		return nil
 	}
@@ -66,10 +71,9 @@ func (t *Task) reemit(st *rules.Stream, id string, s seen) {
 // appendDecision encodes a decision record of DESIGN §5. Rules are listed in
 // the ruleset's (name) order, which is evaluation order.
 func appendDecision(b []byte, id, streamName, key string, ts int64, hits []hit) []byte {
-	action, score := rules.Allow, 0.0
+	action, score := actionOf(hits), 0.0
 	for _, h := range hits {
 		if h.err == "" && h.rule.Mode == rules.Active {
-			action = max(action, h.rule.Action)
 			score += h.rule.Score
 		}
 	}
@@ -97,6 +101,18 @@ func appendDecision(b []byte, id, streamName, key string, ts int64, hits []hit) 
 		b = append(b, '}')
 	}
 	return append(b, ']', '}')
+}
+
+// actionOf is a decision's action: the most severe of the active rules
+// that matched (DESIGN §4 "Decisions").
+func actionOf(hits []hit) rules.Action {
+	action := rules.Allow
+	for _, h := range hits {
+		if h.err == "" && h.rule.Mode == rules.Active {
+			action = max(action, h.rule.Action)
+		}
+	}
+	return action
 }
 
 // appendHits encodes the matched rules of one mode as a JSON array.

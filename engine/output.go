@@ -35,6 +35,21 @@ type Output struct {
 	Kind  Kind
 	Key   string
 	Value []byte
+	// Decision summarises a decision made now (not a re-emitted one), for
+	// metrics; nil otherwise. Valid during the emit call only.
+	Decision *DecisionInfo
+}
+
+// DecisionInfo is what metrics read of a decision.
+type DecisionInfo struct {
+	Action string    // allow, review, block
+	Hits   []RuleHit // the rules that matched or failed, in evaluation order
+}
+
+// RuleHit is one rule's part in a decision.
+type RuleHit struct {
+	Rule, Mode string
+	Err        bool // the rule failed at run time
 }
 
 // The encoders below write the records of DESIGN §5 field by field in a fixed

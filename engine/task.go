@@ -30,6 +30,7 @@ type Record struct {
 	Raw          string         // what a DLQ record echoes for replay: the whole input line
 	Err          error          // the record cannot be processed: it goes to the DLQ with this reason
 	Now          bool           // decide on arrival even for a decide: watermark stream (the decision API)
+	Quiet        bool           // the decision API's copy of an event it decided: as a duplicate, re-emit nothing
 
 	// Set by Extractor.Extract, on the task or ahead of it on a decode stage.
 	Key       string
@@ -96,6 +97,7 @@ type Task struct {
 	hits   []hit
 	stats  Stats
 	recall map[recallKey][]byte // decisions emitted before a restore (Recall)
+	info   DecisionInfo         // scratch for Output.Decision
 	due    pendingHeap          // decide: watermark events waiting for the watermark
 }
 
@@ -220,7 +222,7 @@ func (t *Task) Process(rec *Record) {
 			switch {
 			case s.pending != nil:
 				s.pending.repeats++ // its decision is emitted once more when made
-			case st.Decide != rules.DecideNever:
+			case st.Decide != rules.DecideNever && !rec.Quiet:
 				t.reemit(st, rec.ID, s)
 			}
 			t.observe(in, ts)

@@ -23,25 +23,14 @@ var (
 	ErrPending    = errors.New("the decision waits for the watermark")
 )
 
-// selfRecord names an input record the decision API wrote.
-type selfRecord struct {
-	topic  string
-	offset int64
-}
+// originAPI marks input records the decision API wrote.
+var originAPI = kgo.RecordHeader{Key: "vigil-origin", Value: []byte("api")}
 
-func (t *task) markSelf(topic string, off int64) {
-	t.selfMu.Lock()
-	defer t.selfMu.Unlock()
-	t.self[selfRecord{topic, off}] = true
-}
-
-func (t *task) wasSelf(topic string, off int64) bool {
-	t.selfMu.Lock()
-	defer t.selfMu.Unlock()
-	k := selfRecord{topic, off}
-	if t.self[k] {
-		delete(t.self, k)
-		return true
+func fromAPI(r *kgo.Record) bool {
+	for _, h := range r.Headers {
+		if h.Key == originAPI.Key && string(h.Value) == string(originAPI.Value) {
+			return true
+		}
 	}
 	return false
 }
@@ -75,7 +64,13 @@ type DecideResult struct {
 // acknowledged both, so a crash can neither lose an event whose decision was
 // returned nor decide it differently on replay. A known id returns the
 // stored decision (Replay); the same id with another body is ErrIDConflict.
-func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (*DecideResult, error) {
+func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (res *DecideResult, err error) {
+	start := time.Now()
+	defer func() {
+		if err == nil {
+			s.cfg.Metrics.DecisionLatency("api", time.Since(start))
+		}
+	}()
 	rs := s.Ruleset()
 	st := findStream(rs, streamName)
 	if st == nil || st.Decide == rules.DecideNever || !st.HasID || st.Pattern >= 0 || st.Join >= 0 {
@@ -126,16 +121,15 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (*
 		t.capture = req
 		t.eng.Process(&rec)
 		t.capture = nil
-		// The event itself, on its input partition: once acknowledged the
-		// task skips it when it comes back from the topic.
+		// The event itself, on its input partition, marked so that the
+		// task, reading it back with the id already known, re-emits
+		// nothing (after a restore from before it, it is processed).
 		req.acks.Add(1)
 		t.inflight.Add(1)
-		t.s.cl.Produce(context.Background(), &kgo.Record{Topic: st.Topic, Partition: part, Key: []byte(rec.Key), Value: body},
-			func(r *kgo.Record, err error) {
+		t.s.cl.Produce(context.Background(), &kgo.Record{Topic: st.Topic, Partition: part, Key: []byte(rec.Key), Value: body,
+			Headers: []kgo.RecordHeader{originAPI}},
+			func(_ *kgo.Record, err error) {
 				defer t.inflight.Done()
-				if err == nil {
-					t.markSelf(r.Topic, r.Offset)
-				}
 				req.ack(err)
 			})
 		reply <- answer{req: req}

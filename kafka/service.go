@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/state"
+	"github.com/vigil-cep/vigil/telemetry"
 )
 
 // Config configures a Service. Zero values take the defaults of
@@ -40,6 +41,7 @@ type Config struct {
 	APIQueue           int           // decision API requests queued per task before 429
 	ShutdownTimeout    time.Duration // bound on the final drain and checkpoint
 	Logger             *slog.Logger
+	Metrics            *telemetry.Metrics // nil: no metrics
 }
 
 // DefaultConfig holds the low-latency defaults (DESIGN §4 "Backpressure");
@@ -144,8 +146,10 @@ type Service struct {
 
 	joined    atomic.Bool // the group has assigned partitions once
 	failed    atomic.Pointer[error]
-	rulesLog  *rulesLog   // the accepted versions, followed by watchRules
-	rulesCl   *kgo.Client // proposes versions (Publish)
+	lagMu     sync.Mutex
+	lag       map[topicPartition]int64 // records behind the high watermark, as of the last fetch
+	rulesLog  *rulesLog                // the accepted versions, followed by watchRules
+	rulesCl   *kgo.Client              // proposes versions (Publish)
 	publishMu sync.Mutex
 }
 
@@ -158,7 +162,8 @@ func New(ctx context.Context, cfg Config, seed []byte, seedExplicit bool) (*Serv
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("kafka: no brokers")
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, tasks: make(map[int32]*task), fail: make(chan error, 1)}
+	s := &Service{cfg: cfg, log: cfg.Logger, tasks: make(map[int32]*task), fail: make(chan error, 1),
+		lag: make(map[topicPartition]int64)}
 	// Topics are created and then looked up at once: a short metadata age
 	// keeps the client from serving the "unknown topic" it cached before.
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.MetadataMinAge(100*time.Millisecond))
@@ -310,6 +315,8 @@ func (s *Service) Run(ctx context.Context) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() { defer close(watched); s.watchRules(watchCtx) }()
+	unobserve := s.observeMetrics()
+	defer unobserve()
 	runErr := s.poll(ctx)
 	stopWatch()
 	<-watched
@@ -333,7 +340,7 @@ func (s *Service) Run(ctx context.Context) error {
 // whose queue is full has its partitions paused until it has drained half
 // of it: memory stays bounded and other tasks keep going.
 func (s *Service) poll(ctx context.Context) error {
-	paused := make(map[int32]bool)
+	paused := make(map[int32]time.Time) // task -> when its partitions paused
 	for {
 		select {
 		case err := <-s.fail:
@@ -359,6 +366,7 @@ func (s *Service) poll(ctx context.Context) error {
 			if len(ftp.Records) == 0 {
 				return
 			}
+			s.setLag(ftp.Topic, ftp.Partition, ftp.HighWatermark-ftp.Records[len(ftp.Records)-1].Offset-1)
 			s.mu.Lock()
 			t := s.tasks[ftp.Partition]
 			s.mu.Unlock()
@@ -373,8 +381,8 @@ func (s *Service) poll(ctx context.Context) error {
 			}
 			// Full: pause this task's partitions, then wait for room for
 			// what was already fetched.
-			if !paused[t.part] {
-				paused[t.part] = true
+			if _, ok := paused[t.part]; !ok {
+				paused[t.part] = time.Now()
 				s.cl.PauseFetchPartitions(s.partitionsOf(t.part))
 			}
 			select {
@@ -386,14 +394,15 @@ func (s *Service) poll(ctx context.Context) error {
 	}
 }
 
-func (s *Service) resumeDrained(paused map[int32]bool) {
-	for p := range paused {
+func (s *Service) resumeDrained(paused map[int32]time.Time) {
+	for p, since := range paused {
 		s.mu.Lock()
 		t := s.tasks[p]
 		s.mu.Unlock()
 		if t == nil || len(t.in) <= cap(t.in)/2 {
 			delete(paused, p)
 			s.cl.ResumeFetchPartitions(s.partitionsOf(p))
+			s.cfg.Metrics.Backpressure(p, time.Since(since))
 		}
 	}
 }
@@ -507,4 +516,49 @@ func defaultInstanceID(dataDir string) string {
 	}
 	sum := sha256.Sum256([]byte(abs))
 	return fmt.Sprintf("vigil-%s-%x", host, sum[:4])
+}
+
+type topicPartition struct {
+	topic string
+	part  int32
+}
+
+func (s *Service) setLag(topic string, part int32, lag int64) {
+	s.lagMu.Lock()
+	defer s.lagMu.Unlock()
+	s.lag[topicPartition{topic, part}] = max(lag, 0)
+}
+
+// observeMetrics registers the gauges read at scrape time: each task's
+// watermark and event-time lag, and the consumer lag per partition.
+func (s *Service) observeMetrics() (unregister func()) {
+	m := s.cfg.Metrics
+	if m == nil {
+		return func() {}
+	}
+	u1, err1 := m.ObserveTasks(func(observe func(task int32, watermark, lagMillis int64)) {
+		now := time.Now().UnixMilli()
+		for _, t := range s.taskList() {
+			wm := t.watermark.Load()
+			observe(t.part, wm, now-wm)
+		}
+	})
+	u2, err2 := m.ObserveConsumerLag(func(observe func(topic string, partition int32, lag int64)) {
+		s.lagMu.Lock()
+		defer s.lagMu.Unlock()
+		for tp, lag := range s.lag {
+			observe(tp.topic, tp.part, lag)
+		}
+	})
+	if err := errors.Join(err1, err2); err != nil {
+		s.log.Warn("metrics gauges", "err", err)
+	}
+	return func() {
+		if u1 != nil {
+			u1()
+		}
+		if u2 != nil {
+			u2()
+		}
+	}
 }

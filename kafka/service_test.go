@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,11 +15,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/telemetry"
 )
 
 // testService runs a Service on an in-process broker. It returns the broker
 // address; the service stops at cleanup.
-func testService(t *testing.T, rules string) (*Service, string) {
+func testService(t *testing.T, rules string, opts ...func(*Config)) (*Service, string) {
 	t.Helper()
 	b, err := StartBroker(BrokerConfig{Listen: "127.0.0.1:0", Partitions: 2})
 	if err != nil {
@@ -28,6 +30,9 @@ func testService(t *testing.T, rules string) (*Service, string) {
 	cfg := Config{Brokers: []string{b.Addr()}, DataDir: t.TempDir(), Partitions: 2,
 		CheckpointInterval: 200 * time.Millisecond, ShutdownTimeout: 10 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	svc, err := New(context.Background(), cfg, []byte(rules), true)
 	if err != nil {
 		t.Fatal(err)
@@ -375,5 +380,40 @@ func TestBacktestTopics(t *testing.T) {
 	}
 	if svc.Ruleset().Version == "" || strings.Contains(svc.Current().Document, "fives") {
 		t.Fatal("the backtest changed the running ruleset")
+	}
+}
+
+// TestMetrics: the service's counters and gauges reach /metrics.
+func TestMetrics(t *testing.T) {
+	tel, err := telemetry.New(telemetry.Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	_, addr := testService(t, rulesB, func(c *Config) { c.Metrics = tel.Metrics() })
+	c := newClient(t, addr)
+	c.produce("tx", "u1", `{"tx_id":"m1","user_id":"u1","amount":5,"ts":1000}`)
+	c.produce("tx", "u1", `not json`)
+	c.produce("tx", "u1", `{"tx_id":"m2","user_id":"u1","amount":6,"ts":2000}`)
+	c.decision("m2")
+	rec := httptest.NewRecorder()
+	tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`vigil_records_in_total{stream="tx"} 3`,
+		`vigil_decisions_total{action="block"} 1`,
+		`vigil_decisions_total{action="allow"} 1`,
+		`vigil_rule_hits_total{mode="active",rule="fives"} 1`,
+		`vigil_dlq_total{reason_class="decode",stream="tx"} 1`,
+		`vigil_records_out_total{kind="decision"} 2`,
+		`vigil_decision_latency_seconds_count{source="kafka"} 2`,
+		`vigil_watermark_ms{task="`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
 	}
 }

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,6 +15,8 @@ import (
 	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/state"
+	"github.com/vigil-cep/vigil/stream"
+	"github.com/vigil-cep/vigil/telemetry"
 )
 
 // batch is one fetch's records of one input partition.
@@ -43,11 +46,10 @@ type task struct {
 
 	switchRS  atomic.Pointer[rules.Ruleset] // a version to switch to before the next event
 	switchSig chan struct{}
-	calls     chan func() // API requests, run on the task's goroutine between events
-	capture   *apiDecide  // the API request whose event is being processed
-
-	selfMu sync.Mutex
-	self   map[selfRecord]bool // input records the API wrote after processing them itself
+	calls     chan func()  // API requests, run on the task's goroutine between events
+	capture   *apiDecide   // the API request whose event is being processed
+	arrived   time.Time    // the timestamp of the Kafka record being processed
+	watermark atomic.Int64 // the engine's, for the metrics goroutine
 
 	inflight   sync.WaitGroup // produced records not yet acknowledged
 	produceErr atomic.Pointer[error]
@@ -69,10 +71,11 @@ const (
 func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 	t := &task{s: s, part: p, in: make(chan *batch, s.cfg.QueueBatches), quit: make(chan struct{}),
 		done: make(chan struct{}), next: make(map[string]int64), switchSig: make(chan struct{}, 1),
-		calls: make(chan func(), s.cfg.APIQueue), self: make(map[selfRecord]bool)}
+		calls: make(chan func(), s.cfg.APIQueue)}
 	if err := t.use(s.Ruleset(), nil); err != nil {
 		return nil, err
 	}
+	t.watermark.Store(stream.MinTime)
 	snap, err := s.ckpt.Latest(ctx, p)
 	switch {
 	case errors.Is(err, state.ErrNoSnapshot):
@@ -222,6 +225,7 @@ func (t *task) run() {
 			t.process(b)
 		case <-tick.C:
 			t.eng.Tick() // idleness is measured on the wall clock
+			t.watermark.Store(t.eng.Watermark())
 			if time.Since(t.lastCkpt) >= t.s.cfg.CheckpointInterval {
 				if err := t.checkpoint(context.Background()); err != nil {
 					t.err = err
@@ -241,31 +245,33 @@ func (t *task) process(b *batch) {
 	if !ok {
 		stream = -1 // a topic the running version no longer reads: to the DLQ
 	}
+	m := t.s.cfg.Metrics
+	m.RecordsIn(b.topic, int64(len(b.records)))
+	defer func() { t.watermark.Store(t.eng.Watermark()) }()
 	for _, r := range b.records {
 		if next, ok := t.next[b.topic]; ok && r.Offset < next {
 			continue // before the checkpoint: a fetch that started earlier
 		}
-		if t.wasSelf(b.topic, r.Offset) {
-			t.next[b.topic] = r.Offset + 1
-			continue // written by the decision API after it processed it
-		}
 		t.rec = engine.Record{Stream: stream, StreamName: b.topic, Topic: b.topic, Partition: r.Partition,
 			Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), HasTimestamp: true,
-			Value: string(r.Value)}
+			Value: string(r.Value), Quiet: fromAPI(r)}
 		if len(r.Value) > max {
 			// The DLQ keeps the first max bytes: enough to find the producer.
 			t.rec.Err = fmt.Errorf("record of %d bytes exceeds the %d-byte limit", len(r.Value), max)
 			t.rec.Value = t.rec.Value[:max]
 		}
+		t.arrived = r.Timestamp
 		t.eng.Process(&t.rec)
 		t.next[b.topic] = r.Offset + 1
 	}
+	t.arrived = time.Time{}
 }
 
 // emit writes one output to its topic: partition p of the output topic (mod
 // its partition count), so that task p's decisions are on decisions
 // partition p, where recall finds them.
 func (t *task) emit(o engine.Output) {
+	t.observe(o)
 	topic := t.s.topicOf(o.Kind)
 	r := &kgo.Record{Topic: topic, Partition: t.part % t.s.counts[topic], Value: append([]byte(nil), o.Value...),
 		Headers: t.headers[o.Kind]}
@@ -301,6 +307,35 @@ func (t *task) emit(o engine.Output) {
 	})
 }
 
+// observe counts an output in the metrics.
+func (t *task) observe(o engine.Output) {
+	m := t.s.cfg.Metrics
+	if m == nil {
+		return
+	}
+	m.RecordsOut(o.Kind.String(), 1)
+	switch {
+	case o.Kind == engine.KindDLQ:
+		var d struct{ Stream, Error string }
+		json.Unmarshal(o.Value, &d)
+		m.DLQ(d.Stream, telemetry.ClassifyDLQ(d.Error))
+	case o.Decision != nil:
+		m.Decision(o.Decision.Action)
+		for _, h := range o.Decision.Hits {
+			if h.Err {
+				m.RuleError(h.Rule)
+			} else {
+				m.RuleHit(h.Rule, h.Mode)
+			}
+		}
+		if !t.arrived.IsZero() {
+			// Event to decision: from the record's timestamp (its
+			// producer's clock) to now.
+			m.DecisionLatency("kafka", time.Since(t.arrived))
+		}
+	}
+}
+
 func (s *Service) topicOf(k engine.Kind) string {
 	switch k {
 	case engine.KindDecision:
@@ -321,7 +356,9 @@ func (s *Service) topicOf(k engine.Kind) string {
 // acknowledged (DESIGN §4 "Delivery"), saves it with the input offsets and
 // our decisions partition's offset, then commits the input offsets to the
 // group (for lag monitoring: the checkpoint is what restores).
-func (t *task) checkpoint(ctx context.Context) error {
+func (t *task) checkpoint(ctx context.Context) (err error) {
+	start, size := time.Now(), 0
+	defer func() { t.s.cfg.Metrics.Checkpoint(time.Since(start), int64(size), err) }()
 	t.inflight.Wait()
 	if err := t.produceErr.Load(); err != nil {
 		return fmt.Errorf("output not acknowledged: %w", *err)
@@ -330,6 +367,7 @@ func (t *task) checkpoint(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
+	size = len(data)
 	snap := &state.Snapshot{Task: t.part, Seq: t.seq + 1, Offsets: make(map[string]int64),
 		Sections: map[string][]byte{sectionEngine: data, sectionRuleset: []byte(t.rs.Version)}}
 	for topic, off := range t.next {
