@@ -13,17 +13,18 @@ import (
 // binary wires the real clients; tests may pass in-process lookups.
 type LookupFactory func(e *rules.Enrichment) (asyncio.Lookup, error)
 
-// enricher runs a ruleset's enrichments for replay (DESIGN §4 "Async
-// enrichment"). Each batch's records are looked up concurrently, up to each
-// enrichment's capacity, and their results merged under the enrichment's
-// name before the batch reaches the tasks: output order, and so watermarks,
-// stay those of the input whether an enrichment is ordered or not.
+// Enricher runs a ruleset's enrichments (DESIGN §4 "Async enrichment"). Each
+// batch's records are looked up concurrently, up to each enrichment's
+// capacity, and their results merged under the enrichment's name before the
+// batch reaches the task: output order, and so watermarks, stay those of
+// the input whether an enrichment is ordered or not.
 //
-// The replay goroutine drives it (Submit, Drain); one reader goroutine per
-// enrichment collects results; close stops them all.
-type enricher struct {
-	x   *Extractor // key expressions and re-projection, on the replay goroutine
-	ops []*enrichOp
+// One goroutine drives it (replay's, or a live task's); one reader goroutine
+// per enrichment collects results; Close stops them all.
+type Enricher struct {
+	x    *Extractor // key expressions and re-projection, on the replay goroutine
+	ops  []*enrichOp
+	recs []*Record // scratch for run
 }
 
 type enrichOp struct {
@@ -35,12 +36,12 @@ type enrichOp struct {
 	wg   sync.WaitGroup   // the reader
 }
 
-func newEnricher(rs *rules.Ruleset, lookups LookupFactory) (*enricher, error) {
+func newEnricher(rs *rules.Ruleset, lookups LookupFactory) (*Enricher, error) {
 	x, err := NewExtractor(rs)
 	if err != nil {
 		return nil, err
 	}
-	en := &enricher{x: x}
+	en := &Enricher{x: x}
 	for _, e := range rs.Enrichments {
 		if lookups == nil {
 			en.close()
@@ -71,23 +72,55 @@ func newEnricher(rs *rules.Ruleset, lookups LookupFactory) (*enricher, error) {
 	return en, nil
 }
 
-// run enriches the batch's records, enrichment after enrichment (a later one
-// may read an earlier one's result in its key).
-func (en *enricher) run(ctx context.Context, b *batch) error {
+// run enriches the batch's records (see Enrich).
+func (en *Enricher) run(ctx context.Context, b *batch) error {
+	recs := en.recs[:0]
+	for j := range b.items {
+		if it := &b.items[j]; !it.control {
+			recs = append(recs, &it.rec)
+		}
+	}
+	en.recs = recs
+	err := en.Enrich(ctx, recs)
+	clear(en.recs)
+	return err
+}
+
+// NewEnricher returns the enrichments of rs for a live task, which calls
+// Enrich on each batch of its records before processing them. Close stops
+// its lookups.
+func NewEnricher(rs *rules.Ruleset, lookups LookupFactory) (*Enricher, error) {
+	return newEnricher(rs, lookups)
+}
+
+// Close stops the enrichments' operators.
+func (en *Enricher) Close() { en.close() }
+
+// Enrich extracts the records (decode, key, time, id) and merges each
+// enrichment's result under its name, enrichment after enrichment (a later
+// one may read an earlier one's result in its key). Lookups run
+// concurrently, up to each enrichment's capacity; Enrich returns when all
+// are merged, so the records keep their order. A record whose key cannot be
+// computed gets the error (it goes to the DLQ).
+func (en *Enricher) Enrich(ctx context.Context, recs []*Record) error {
+	for _, rec := range recs {
+		if !rec.extracted {
+			en.x.Extract(rec)
+		}
+	}
 	touched := false
 	for i, eo := range en.ops {
 		n := 0
-		for j := range b.items {
-			it := &b.items[j]
-			if it.control || it.rec.Err != nil || it.rec.Stream != eo.e.Stream {
+		for _, rec := range recs {
+			if rec.Err != nil || rec.Stream != eo.e.Stream {
 				continue
 			}
-			key, err := en.x.ev.EnrichKey(i, it.rec.Fields)
+			key, err := en.x.ev.EnrichKey(i, rec.Fields)
 			if err != nil {
-				it.rec.Err = err
+				rec.Err = err
 				continue
 			}
-			if err := eo.op.Submit(ctx, key, it); err != nil {
+			if err := eo.op.Submit(ctx, key, rec); err != nil {
 				return err
 			}
 			n++
@@ -105,17 +138,17 @@ func (en *enricher) run(ctx context.Context, b *batch) error {
 			eo.got.Wait()
 		}
 		for _, out := range eo.outs {
-			it := out.Element.(*item)
-			it.rec.Fields[eo.e.Name] = out.Value
+			rec := out.Element.(*Record)
+			rec.Fields[eo.e.Name] = out.Value
 		}
 		eo.outs = eo.outs[:0]
 		eo.mu.Unlock()
 		touched = true
 	}
 	if touched {
-		for j := range b.items {
-			if it := &b.items[j]; !it.control && it.rec.Err == nil && len(en.x.rs.Streams[it.rec.Stream].Enrichments) > 0 {
-				en.x.project(&it.rec)
+		for _, rec := range recs {
+			if rec.Err == nil && len(en.x.rs.Streams[rec.Stream].Enrichments) > 0 {
+				en.x.project(rec)
 			}
 		}
 	}
@@ -123,7 +156,7 @@ func (en *enricher) run(ctx context.Context, b *batch) error {
 }
 
 // stats adds the enrichments' counters to s.
-func (en *enricher) stats(s *Stats) {
+func (en *Enricher) stats(s *Stats) {
 	for _, eo := range en.ops {
 		st := eo.op.Stats()
 		s.Lookups += st.Completed
@@ -132,7 +165,7 @@ func (en *enricher) stats(s *Stats) {
 }
 
 // close stops every operator and reader.
-func (en *enricher) close() {
+func (en *Enricher) close() {
 	for _, eo := range en.ops {
 		eo.op.Close()
 		eo.wg.Wait()

@@ -59,7 +59,7 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 		}
 	})
 	defer tasks.close()
-	var en *enricher
+	var en *Enricher
 	if len(rs.Enrichments) > 0 {
 		var err error
 		if en, err = newEnricher(rs, cfg.Lookups); err != nil {

@@ -117,6 +117,12 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (r
 			}
 			return
 		}
+		if t.enr != nil {
+			if err := t.enr.Enrich(ctx, []*engine.Record{&rec}); err != nil {
+				reply <- answer{err: err}
+				return
+			}
+		}
 		req := &apiDecide{id: rec.ID}
 		t.capture = req
 		t.eng.Process(&rec)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/state"
 	"github.com/vigil-cep/vigil/telemetry"
@@ -41,7 +42,8 @@ type Config struct {
 	APIQueue           int           // decision API requests queued per task before 429
 	ShutdownTimeout    time.Duration // bound on the final drain and checkpoint
 	Logger             *slog.Logger
-	Metrics            *telemetry.Metrics // nil: no metrics
+	Metrics            *telemetry.Metrics   // nil: no metrics
+	Lookups            engine.LookupFactory // the lookups of the ruleset's enrichments (Redis, HTTP)
 }
 
 // DefaultConfig holds the low-latency defaults (DESIGN §4 "Backpressure");

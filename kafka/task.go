@@ -54,7 +54,8 @@ type task struct {
 	inflight   sync.WaitGroup // produced records not yet acknowledged
 	produceErr atomic.Pointer[error]
 	headers    [engine.KindCount][]kgo.RecordHeader
-	rec        engine.Record
+	recs       []engine.Record  // the batch being processed, reused
+	enr        *engine.Enricher // the ruleset's enrichments; nil without any
 }
 
 // Checkpoint names: sections and offsets of a task's snapshot.
@@ -106,7 +107,16 @@ func (t *task) use(rs *rules.Ruleset, data []byte) error {
 			return err
 		}
 	}
-	t.rs, t.eng = rs, eng
+	var enr *engine.Enricher
+	if len(rs.Enrichments) > 0 {
+		if enr, err = engine.NewEnricher(rs, t.s.cfg.Lookups); err != nil {
+			return err
+		}
+	}
+	if t.enr != nil {
+		t.enr.Close()
+	}
+	t.rs, t.eng, t.enr = rs, eng, enr
 	t.byTopic = make(map[string]int)
 	for _, st := range rs.Streams {
 		if st.Pattern < 0 && st.Join < 0 {
@@ -248,23 +258,39 @@ func (t *task) process(b *batch) {
 	m := t.s.cfg.Metrics
 	m.RecordsIn(b.topic, int64(len(b.records)))
 	defer func() { t.watermark.Store(t.eng.Watermark()) }()
+	recs := t.recs[:0]
 	for _, r := range b.records {
 		if next, ok := t.next[b.topic]; ok && r.Offset < next {
 			continue // before the checkpoint: a fetch that started earlier
 		}
-		t.rec = engine.Record{Stream: stream, StreamName: b.topic, Topic: b.topic, Partition: r.Partition,
+		rec := engine.Record{Stream: stream, StreamName: b.topic, Topic: b.topic, Partition: r.Partition,
 			Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), HasTimestamp: true,
 			Value: string(r.Value), Quiet: fromAPI(r)}
 		if len(r.Value) > max {
 			// The DLQ keeps the first max bytes: enough to find the producer.
-			t.rec.Err = fmt.Errorf("record of %d bytes exceeds the %d-byte limit", len(r.Value), max)
-			t.rec.Value = t.rec.Value[:max]
+			rec.Err = fmt.Errorf("record of %d bytes exceeds the %d-byte limit", len(r.Value), max)
+			rec.Value = rec.Value[:max]
 		}
-		t.arrived = r.Timestamp
-		t.eng.Process(&t.rec)
-		t.next[b.topic] = r.Offset + 1
+		recs = append(recs, rec)
+	}
+	if t.enr != nil {
+		ptrs := make([]*engine.Record, len(recs))
+		for i := range recs {
+			ptrs[i] = &recs[i]
+		}
+		if err := t.enr.Enrich(context.Background(), ptrs); err != nil {
+			t.s.failWith(fmt.Errorf("task %d: enrichment: %w", t.part, err))
+			return
+		}
+	}
+	for i := range recs {
+		t.arrived = time.UnixMilli(recs[i].Timestamp)
+		t.eng.Process(&recs[i])
+		t.next[b.topic] = recs[i].Offset + 1
 	}
 	t.arrived = time.Time{}
+	clear(recs)
+	t.recs = recs
 }
 
 // emit writes one output to its topic: partition p of the output topic (mod
@@ -404,6 +430,9 @@ func (t *task) stop(ctx context.Context) error {
 	case <-t.done:
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if t.enr != nil {
+		defer t.enr.Close()
 	}
 	if t.err != nil {
 		return t.err

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -106,8 +107,13 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // lookupFactory builds enrichment lookups: HTTP ones from their URL, Redis
 // ones on one client for addr (with per-call deadlines honoured, and no
 // client-side retries: the enrichment retries within its timeout).
+// lookupFactory builds the lookups of enrichments: one Redis client shared
+// by all (tasks may call it concurrently), plain HTTP clients.
 func lookupFactory(addr string) (engine.LookupFactory, func()) {
-	var client *redis.Client
+	var (
+		mu     sync.Mutex
+		client *redis.Client
+	)
 	factory := func(e *rules.Enrichment) (asyncio.Lookup, error) {
 		if !e.Redis {
 			return asyncio.NewHTTP(&http.Client{}, e.Method, e.URL, e.MaxBody), nil
@@ -115,12 +121,16 @@ func lookupFactory(addr string) (engine.LookupFactory, func()) {
 		if addr == "" {
 			return nil, errors.New("it reads Redis: give --redis ADDR")
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		if client == nil {
 			client = redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 		}
 		return asyncio.NewRedis(client, e.RedisMode), nil
 	}
 	return factory, func() {
+		mu.Lock()
+		defer mu.Unlock()
 		if client != nil {
 			client.Close()
 		}

@@ -34,6 +34,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.Linger, "linger", d.Linger, "producer linger: 0 sends at once (latency); a few ms batches more (throughput)")
 	fs.DurationVar(&cfg.FetchMaxWait, "fetch-max-wait", d.FetchMaxWait, "how long a fetch may wait for data (latency vs. fewer requests)")
 	fs.IntVar(&cfg.MaxRecordBytes, "max-record-bytes", d.MaxRecordBytes, "larger input records go to the DLQ")
+	redisAddr := fs.String("redis", "", "Redis address (host:port) for the ruleset's redis enrichments")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "bound on the final drain and checkpoint after SIGTERM")
 	t := &cfg.Topics
 	fs.StringVar(&t.Decisions, "decisions-topic", d.Topics.Decisions, "decision records (key = transaction id)")
@@ -74,6 +75,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			cfg.Checkpoints = kafka.CheckpointsKafka // several instances may share the group
 		}
 	}
+	lookups, closeLookups := lookupFactory(*redisAddr)
+	defer closeLookups()
+	cfg.Lookups = lookups
 	svc, err := kafka.New(ctx, cfg, seed, *rulesPath != "")
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"bytes"
 
 	"encoding/json"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/vigil-cep/vigil/kafka"
@@ -685,5 +687,45 @@ func TestServeTwoInstances(t *testing.T) {
 	}
 	if !strings.Contains(a.logs(), "restored=true") {
 		t.Errorf("instance a never restored a task from the checkpoints topic:\n%s", a.logs())
+	}
+}
+
+// TestServeRedisEnrichment: vigil serve enriches transactions from a real
+// Redis before the rules read them.
+func TestServeRedisEnrichment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	needKcat(t)
+	addr := startRedis(t)
+	client := redis.NewClient(&redis.Options{Addr: addr})
+	defer client.Close()
+	if err := client.HSet(context.Background(), "profile:u1", "risk", "HIGH").Err(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rulesPath := filepath.Join(dir, "rules.yaml")
+	os.WriteFile(rulesPath, []byte(`
+streams:
+  tx: {topic: tx, key: user_id, time: ts, id: tx_id, decide: true}
+enrichments:
+  profile: {stream: tx, redis: {hash: '"profile:" + user_id'}, timeout: 500ms, fallback: {risk: UNKNOWN}}
+rules:
+  risky: {stream: tx, action: block, score: 50, when: 'profile.risk == "HIGH"'}
+`), 0o644)
+	p, line := startVigil(t, "vigil serving", "serve", "--kafka-listen", "127.0.0.1:0", "--rules", rulesPath,
+		"--data-dir", filepath.Join(dir, "state"), "--redis", addr)
+	broker := strings.Fields(line)[5]
+	cmd := exec.Command("kcat", "-P", "-b", broker, "-t", "tx", "-K", "\t")
+	cmd.Stdin = strings.NewReader("u1\t{\"tx_id\":\"a\",\"user_id\":\"u1\",\"ts\":1}\nu2\t{\"tx_id\":\"b\",\"user_id\":\"u2\",\"ts\":2}\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kcat: %v\n%s", err, out)
+	}
+	recs := waitDecisions(t, broker, map[string]string{"a": "", "b": ""}, p)
+	for _, r := range recs {
+		want := map[string]string{"a": `"action":"block"`, "b": `"action":"allow"`}[r.key]
+		if !strings.Contains(r.value, want) {
+			t.Errorf("decision %s: %s, want %s", r.key, r.value, want)
+		}
 	}
 }
