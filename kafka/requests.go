@@ -21,6 +21,7 @@ var (
 	ErrNotOwner   = errors.New("another instance owns this key's partition")
 	ErrNotDecided = errors.New("not a stream with decisions")
 	ErrPending    = errors.New("the decision waits for the watermark")
+	ErrBadEvent   = errors.New("the event cannot be read")
 )
 
 // originAPI marks input records the decision API wrote.
@@ -84,10 +85,10 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (r
 		Timestamp: time.Now().UnixMilli(), HasTimestamp: true, Offset: -1, Now: true}
 	x.Extract(&rec)
 	if rec.Err != nil {
-		return nil, rec.Err
+		return nil, fmt.Errorf("%w: %w", ErrBadEvent, rec.Err)
 	}
 	if !rec.HasID {
-		return nil, fmt.Errorf("the event has no id (stream %s)", st.Name)
+		return nil, fmt.Errorf("%w: it has no id (stream %s)", ErrBadEvent, st.Name)
 	}
 	part := partitionOf(rec.Key, s.counts[st.Topic])
 	rec.Partition = part

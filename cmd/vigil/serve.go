@@ -2,16 +2,23 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
+	"github.com/vigil-cep/vigil/api"
 	"github.com/vigil-cep/vigil/examples"
 	"github.com/vigil-cep/vigil/kafka"
+	"github.com/vigil-cep/vigil/telemetry"
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -45,12 +52,29 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&t.DLQ, "dlq-topic", d.Topics.DLQ, "unreadable input records")
 	fs.StringVar(&t.Rules, "rules-topic", d.Topics.Rules, "ruleset versions (compacted)")
 	fs.StringVar(&t.Checkpoints, "checkpoints-topic", d.Topics.Checkpoints, "task snapshots, with --checkpoints kafka")
+	httpAddr := fs.String("http", "127.0.0.1:8080", "REST API, /metrics and health checks; empty: none")
+	keysFile := fs.String("api-keys", "", "API keys (YAML or JSON list of {name, role, token}); also "+api.KeysEnv+"=name:role:token,...; without keys the API is open on a loopback address only")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	cfg.Partitions = int32(*partitions)
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log, err := telemetry.NewLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
 	cfg.Logger = log
+	tel, err := telemetry.New(telemetry.Options{Version: version()})
+	if err != nil {
+		return err
+	}
+	defer tel.Shutdown(context.Background())
+	cfg.Metrics = tel.Metrics()
+	apiOpts, err := apiOptions(*httpAddr, *keysFile, log)
+	if err != nil {
+		return err
+	}
 
 	seed := examples.Fraud
 	if *rulesPath != "" {
@@ -82,9 +106,75 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "vigil serving ruleset %s on %s (decisions: %s)\n", svc.Ruleset().Version,
-		strings.Join(cfg.Brokers, ","), cfg.Topics.Decisions)
-	return svc.Run(ctx)
+	var srv *http.Server
+	if *httpAddr != "" {
+		apiOpts.Logger = log
+		apiOpts.Metrics = tel.MetricsHandler()
+		apiOpts.Middleware = tel.HTTPMiddleware(func(r *http.Request) string {
+			if rc := chi.RouteContext(r.Context()); rc != nil {
+				return rc.RoutePattern()
+			}
+			return ""
+		})
+		h, err := api.New(api.ServiceBackend{S: svc}, apiOpts)
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", *httpAddr)
+		if err != nil {
+			return fmt.Errorf("--http: %w", err)
+		}
+		*httpAddr = ln.Addr().String()
+		srv = api.NewServer(*httpAddr, h)
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("http server", "err", err)
+			}
+		}()
+	}
+	fmt.Fprintf(stdout, "vigil serving ruleset %s on %s (decisions: %s, api: http://%s)\n", svc.Ruleset().Version,
+		strings.Join(cfg.Brokers, ","), cfg.Topics.Decisions, *httpAddr)
+	runErr := svc.Run(ctx)
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}
+	return runErr
+}
+
+// apiOptions reads the API keys: from a file, from the environment, or none,
+// which is allowed on a loopback address only (a newcomer's machine).
+func apiOptions(addr, keysFile string, log *slog.Logger) (api.Options, error) {
+	var opts api.Options
+	if addr == "" {
+		return opts, nil
+	}
+	var keys []api.Key
+	if keysFile != "" {
+		k, err := api.LoadKeys(keysFile)
+		if err != nil {
+			return opts, err
+		}
+		keys = k
+	}
+	if env := os.Getenv(api.KeysEnv); env != "" {
+		k, err := api.ParseKeyList(env)
+		if err != nil {
+			return opts, fmt.Errorf("%s: %w", api.KeysEnv, err)
+		}
+		keys = append(keys, k...)
+	}
+	opts.Keys = keys
+	if len(keys) == 0 {
+		host, _, err := net.SplitHostPort(addr)
+		if ip := net.ParseIP(host); err != nil || !(host == "localhost" || ip != nil && ip.IsLoopback()) {
+			return opts, fmt.Errorf("the API listens on %s with no API keys: give --api-keys FILE or %s", addr, api.KeysEnv)
+		}
+		log.Warn("no API keys: the API is open to local clients (give --api-keys or " + api.KeysEnv + ")")
+		opts.NoAuth = true
+	}
+	return opts, nil
 }
 
 func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) error {

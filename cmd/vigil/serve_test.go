@@ -73,6 +73,9 @@ type proc struct {
 // killed at cleanup.
 func startVigil(t *testing.T, want string, args ...string) (*proc, string) {
 	t.Helper()
+	if args[0] == "serve" && !slices.Contains(args, "--http") {
+		args = append(args, "--http", "127.0.0.1:0") // tests run side by side
+	}
 	cmd := exec.Command(vigilBinary(t), args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -1,0 +1,107 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Backend is what the HTTP API serves: the running service (kafka.Service)
+// in production. It deals in whole ruleset documents; the per-item
+// resources (/v1/rules/{id}, /v1/windows/{id}, ...) are edits of the current
+// document that the API turns into new versions.
+type Backend interface {
+	// Ruleset returns the current version of the ruleset document.
+	Ruleset(ctx context.Context) (*Version, error)
+	// Versions returns every version, oldest first.
+	Versions(ctx context.Context) ([]*Version, error)
+	// Version returns version n, or ErrNotFound.
+	Version(ctx context.Context, n int64) (*Version, error)
+	// Publish validates doc (YAML or JSON) and publishes it as the version
+	// after expect; every instance switches to it without a restart. It
+	// returns ErrVersionConflict when the current version is not expect (a
+	// concurrent change), or a rules.ErrorList when doc does not load.
+	Publish(ctx context.Context, doc []byte, expect int64, change Change) (*Version, error)
+
+	// Decide evaluates one event of a decide: true stream at once against
+	// its key's current state, records the event on its input topic and the
+	// decision on the decisions topic, and returns the decision once both
+	// are acknowledged. A known id returns the stored decision with replay
+	// true; the same id with another body is ErrIDConflict. ErrSaturated
+	// when the owning task cannot take it now; ErrNotOwner when another
+	// instance owns the key's partition.
+	Decide(ctx context.Context, stream string, body []byte) (d *Decision, replay bool, err error)
+	// Decision returns a decision by id, or ErrNotFound.
+	Decision(ctx context.Context, id string) (*Decision, error)
+	// Entity returns what the service holds about a key.
+	Entity(ctx context.Context, key string, q EntityQuery) (*Entity, error)
+	// Backtest runs a candidate ruleset next to the current one over events
+	// (NDJSON in the replay format, or the retained input topics when
+	// events is nil) on a copy, and reports what would change.
+	Backtest(ctx context.Context, candidate []byte, events []byte, limit int) (*BacktestReport, error)
+	// Ready reports whether the service runs tasks and can decide.
+	Ready(ctx context.Context) error
+}
+
+// Errors a Backend returns; the API maps them to HTTP statuses.
+var (
+	ErrNotFound        = errors.New("not found")
+	ErrVersionConflict = errors.New("version conflict")
+	ErrIDConflict      = errors.New("id already decided with another body")
+	ErrSaturated       = errors.New("saturated")
+	ErrNotOwner        = errors.New("another instance owns this key")
+	ErrBadEvent        = errors.New("the event cannot be decided") // no key, time or id; not a deciding stream
+)
+
+// Change says who made a ruleset change and why (the audit log).
+type Change struct {
+	Author  string `json:"author"`
+	Comment string `json:"comment,omitempty"`
+}
+
+// Version is one published version of the ruleset document.
+type Version struct {
+	Number   int64     `json:"version"`
+	Digest   string    `json:"digest"` // content hash of the document (rules.Ruleset.Version)
+	Document []byte    `json:"-"`      // the document as published (YAML or JSON)
+	Time     time.Time `json:"time"`
+	Change
+}
+
+// Decision is a decision record of DESIGN §5, as emitted, plus what the
+// matched rules read (explainability).
+type Decision struct {
+	Record   json.RawMessage           `json:"decision"`
+	Features map[string]map[string]any `json:"features,omitempty"` // rule -> feature -> value
+}
+
+// EntityQuery bounds an entity view.
+type EntityQuery struct {
+	Limit  int    // history events per stream (newest first)
+	Before int64  // page: events strictly before this event time; 0 = newest
+	Stream string // only this stream's history, "" = all
+}
+
+// Entity is what the service holds about one key.
+type Entity struct {
+	Key       string                       `json:"key"`
+	History   map[string][]json.RawMessage `json:"history"`         // stream -> events, newest first
+	Windows   []json.RawMessage            `json:"windows"`         // open windows with current values
+	Partials  map[string]int               `json:"partial_matches"` // pattern -> open partial matches
+	Decisions []json.RawMessage            `json:"recent_decisions"`
+	Watermark int64                        `json:"watermark"` // the owning task's
+	LagMillis int64                        `json:"lag_ms"`    // processing time minus watermark
+	Task      int32                        `json:"task"`
+}
+
+// BacktestReport is what a candidate ruleset would have decided.
+type BacktestReport struct {
+	Events          int64             `json:"events"`
+	Decisions       int64             `json:"decisions"`
+	Hits            map[string]int64  `json:"hits"`              // rule -> matched decisions (candidate)
+	NewHits         map[string]int64  `json:"new_hits"`          // rule -> of those, not matched under the current ruleset
+	Changed         int64             `json:"changed"`           // decisions whose action differs from the current ruleset's
+	ChangedByAction map[string]int64  `json:"changed_by_action"` // "allow->block" -> count
+	Samples         []json.RawMessage `json:"samples"`           // candidate decisions that changed, up to the limit
+}

@@ -1,0 +1,163 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vigil-cep/vigil/rules"
+)
+
+// memBackend is a Backend in memory for the HTTP layer's tests: versions in
+// a slice, validated by the real rules.Load; decisions in a map.
+type memBackend struct {
+	mu struct {
+		sync.Mutex
+		versions     []*Version
+		decisions    map[string]memDecision
+		ready        error
+		conflictOnce bool // the next Publish reports ErrVersionConflict
+		backtest     struct {
+			candidate, events []byte
+			limit             int
+			calls             int
+		}
+		entityQuery  EntityQuery
+		failVersions error
+	}
+}
+
+type memDecision struct {
+	body []byte // canonical event
+	d    *Decision
+}
+
+var memEpoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newMemBackend() *memBackend {
+	b := &memBackend{}
+	b.mu.decisions = map[string]memDecision{}
+	return b
+}
+
+func (b *memBackend) Ruleset(ctx context.Context) (*Version, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.mu.versions) == 0 {
+		return nil, ErrNotFound
+	}
+	return b.mu.versions[len(b.mu.versions)-1], nil
+}
+
+func (b *memBackend) Versions(ctx context.Context) ([]*Version, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.failVersions != nil {
+		return nil, b.mu.failVersions
+	}
+	return slices.Clone(b.mu.versions), nil
+}
+
+func (b *memBackend) Version(ctx context.Context, n int64) (*Version, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n < 1 || n > int64(len(b.mu.versions)) {
+		return nil, ErrNotFound
+	}
+	return b.mu.versions[n-1], nil
+}
+
+func (b *memBackend) Publish(ctx context.Context, doc []byte, expect int64, change Change) (*Version, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.conflictOnce {
+		b.mu.conflictOnce = false
+		return nil, ErrVersionConflict
+	}
+	if cur := int64(len(b.mu.versions)); expect != cur {
+		return nil, ErrVersionConflict
+	}
+	rs, err := rules.Load(doc)
+	if err != nil {
+		return nil, fmt.Errorf("publish: %w", err)
+	}
+	n := int64(len(b.mu.versions)) + 1
+	v := &Version{Number: n, Digest: rs.Version, Document: bytes.Clone(doc), Time: memEpoch.Add(time.Duration(n) * time.Minute), Change: change}
+	b.mu.versions = append(b.mu.versions, v)
+	return v, nil
+}
+
+// Decide reads the event's tx_id. Test switches in the event: "_saturate",
+// "_not_owner", "_panic", "_fail".
+func (b *memBackend) Decide(ctx context.Context, stream string, body []byte) (*Decision, bool, error) {
+	var ev map[string]any
+	if err := json.Unmarshal(body, &ev); err != nil {
+		return nil, false, fmt.Errorf("decode event: %w", err)
+	}
+	switch {
+	case ev["_saturate"] != nil:
+		return nil, false, ErrSaturated
+	case ev["_not_owner"] != nil:
+		return nil, false, fmt.Errorf("route: %w", ErrNotOwner)
+	case ev["_panic"] != nil:
+		panic("memBackend: asked to panic")
+	case ev["_fail"] != nil:
+		return nil, false, errors.New("memBackend: broken")
+	}
+	id, _ := ev["tx_id"].(string)
+	canon, _ := json.Marshal(ev)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if old, ok := b.mu.decisions[id]; ok {
+		if !bytes.Equal(old.body, canon) {
+			return nil, false, ErrIDConflict
+		}
+		return old.d, true, nil
+	}
+	action := "allow"
+	if amount, _ := ev["amount"].(float64); amount > 100 {
+		action = "block"
+	}
+	rec, _ := json.Marshal(map[string]any{"kind": "decision", "id": id, "stream": stream, "action": action})
+	d := &Decision{Record: rec}
+	b.mu.decisions[id] = memDecision{body: canon, d: d}
+	return d, false, nil
+}
+
+func (b *memBackend) Decision(ctx context.Context, id string) (*Decision, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d, ok := b.mu.decisions[id]; ok {
+		return d.d, nil
+	}
+	return nil, ErrNotFound
+}
+
+func (b *memBackend) Entity(ctx context.Context, key string, q EntityQuery) (*Entity, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.mu.entityQuery = q
+	if key != "u/1" && key != "u1" {
+		return nil, ErrNotFound
+	}
+	return &Entity{Key: key, History: map[string][]json.RawMessage{"transactions": {json.RawMessage(`{"amount":5}`)}}, Partials: map[string]int{}, Watermark: 42, Task: 3}, nil
+}
+
+func (b *memBackend) Backtest(ctx context.Context, candidate []byte, events []byte, limit int) (*BacktestReport, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.mu.backtest.candidate, b.mu.backtest.events, b.mu.backtest.limit = candidate, events, limit
+	b.mu.backtest.calls++
+	return &BacktestReport{Events: int64(bytes.Count(events, []byte("\n"))), Hits: map[string]int64{}, ChangedByAction: map[string]int64{}, Samples: []json.RawMessage{}}, nil
+}
+
+func (b *memBackend) Ready(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mu.ready
+}
