@@ -77,13 +77,14 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (r
 	if st == nil || st.Decide == rules.DecideNever || !st.HasID || st.Pattern >= 0 || st.Join >= 0 {
 		return nil, fmt.Errorf("%w: %q", ErrNotDecided, streamName)
 	}
-	x, err := engine.NewExtractor(rs)
+	x, err := s.extractor(rs)
 	if err != nil {
 		return nil, err
 	}
 	rec := engine.Record{Stream: st.Index, StreamName: st.Topic, Topic: st.Topic, Value: string(body),
 		Timestamp: time.Now().UnixMilli(), HasTimestamp: true, Offset: -1, Now: true}
 	x.Extract(&rec)
+	s.putExtractor(x) // at once: the request may wait long for the broker
 	if rec.Err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadEvent, rec.Err)
 	}
@@ -264,6 +265,41 @@ func (s *Service) taskList() []*task {
 	return out
 }
 
+// extractor returns an Extractor for rs from the pool (building one binds
+// every expression of the ruleset: too slow per request).
+func (s *Service) extractor(rs *rules.Ruleset) (*pooledExtractor, error) {
+	for {
+		select {
+		case x := <-s.extractors:
+			if x.rs == rs {
+				return x, nil
+			}
+			continue // an extractor of an older version: let it go
+		default:
+		}
+		break
+	}
+	x, err := engine.NewExtractor(rs)
+	if err != nil {
+		return nil, err
+	}
+	return &pooledExtractor{x, rs}, nil
+}
+
+// putExtractor returns x to the pool, which keeps a few (unlike a
+// sync.Pool, which a collection empties).
+func (s *Service) putExtractor(x *pooledExtractor) {
+	select {
+	case s.extractors <- x:
+	default:
+	}
+}
+
+type pooledExtractor struct {
+	*engine.Extractor
+	rs *rules.Ruleset
+}
+
 func findStream(rs *rules.Ruleset, name string) *rules.Stream {
 	for _, st := range rs.Streams {
 		if st.Name == name {
@@ -273,14 +309,46 @@ func findStream(rs *rules.Ruleset, name string) *rules.Stream {
 	return nil
 }
 
-// keyPartitioner is Kafka's default for keyed records (murmur2, as the Java
-// client and franz-go place them), so the API routes a key where producers
-// keyed by it write.
-var keyPartitioner = kgo.StickyKeyPartitioner(nil)
-
+// partitionOf is where Kafka's default partitioner places a record keyed by
+// key (murmur2, as the Java client and franz-go do), so the API routes a key
+// to the task that producers keyed by it feed.
 func partitionOf(key string, partitions int32) int32 {
 	if partitions <= 0 {
 		return 0
 	}
-	return int32(keyPartitioner.ForTopic("").Partition(&kgo.Record{Key: []byte(key)}, int(partitions)))
+	return int32(murmur2([]byte(key))&0x7fffffff) % partitions
+}
+
+// murmur2 is the 32-bit MurmurHash2 with Kafka's seed, as Kafka's
+// Utils.murmur2 computes it.
+func murmur2(b []byte) uint32 {
+	const (
+		seed = 0x9747b28c
+		m    = 0x5bd1e995
+		r    = 24
+	)
+	h := uint32(seed) ^ uint32(len(b))
+	for ; len(b) >= 4; b = b[4:] {
+		k := uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+		k *= m
+		k ^= k >> r
+		k *= m
+		h *= m
+		h ^= k
+	}
+	switch len(b) {
+	case 3:
+		h ^= uint32(b[2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(b[1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(b[0])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	h ^= h >> 15
+	return h
 }

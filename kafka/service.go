@@ -146,13 +146,14 @@ type Service struct {
 	tasks  map[int32]*task
 	fail   chan error // a task's fatal error (produce or checkpoint failure)
 
-	joined    atomic.Bool // the group has assigned partitions once
-	failed    atomic.Pointer[error]
-	lagMu     sync.Mutex
-	lag       map[topicPartition]int64 // records behind the high watermark, as of the last fetch
-	rulesLog  *rulesLog                // the accepted versions, followed by watchRules
-	rulesCl   *kgo.Client              // proposes versions (Publish)
-	publishMu sync.Mutex
+	joined     atomic.Bool           // the group has assigned partitions once
+	extractors chan *pooledExtractor // for the decision API
+	failed     atomic.Pointer[error]
+	lagMu      sync.Mutex
+	lag        map[topicPartition]int64 // records behind the high watermark, as of the last fetch
+	rulesLog   *rulesLog                // the accepted versions, followed by watchRules
+	rulesCl    *kgo.Client              // proposes versions (Publish)
+	publishMu  sync.Mutex
 }
 
 // New connects to the brokers, creates missing topics, and loads the ruleset:
@@ -165,7 +166,7 @@ func New(ctx context.Context, cfg Config, seed []byte, seedExplicit bool) (*Serv
 		return nil, errors.New("kafka: no brokers")
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, tasks: make(map[int32]*task), fail: make(chan error, 1),
-		lag: make(map[topicPartition]int64)}
+		lag: make(map[topicPartition]int64), extractors: make(chan *pooledExtractor, 64)}
 	// Topics are created and then looked up at once: a short metadata age
 	// keeps the client from serving the "unknown topic" it cached before.
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.MetadataMinAge(100*time.Millisecond))

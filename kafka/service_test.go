@@ -417,3 +417,18 @@ func TestMetrics(t *testing.T) {
 		t.Logf("/metrics:\n%s", body)
 	}
 }
+
+// TestPartitionOf: the decision API places keys where franz-go's (and the
+// Java client's) default partitioner does.
+func TestPartitionOf(t *testing.T) {
+	p := kgo.StickyKeyPartitioner(nil).ForTopic("t")
+	for i := range 2000 {
+		key := fmt.Sprintf("u%0*d", i%9, i)
+		for _, n := range []int32{1, 3, 4, 12, 100} {
+			want := int32(p.Partition(&kgo.Record{Key: []byte(key)}, int(n)))
+			if got := partitionOf(key, n); got != want {
+				t.Fatalf("partitionOf(%q, %d) = %d, want %d", key, n, got, want)
+			}
+		}
+	}
+}

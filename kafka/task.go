@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +51,7 @@ type task struct {
 	watermark atomic.Int64 // the engine's, for the metrics goroutine
 
 	inflight   sync.WaitGroup // produced records not yet acknowledged
+	saving     sync.Mutex     // held while a checkpoint is being saved
 	produceErr atomic.Pointer[error]
 	headers    [engine.KindCount][]kgo.RecordHeader
 	recs       []engine.Record  // the batch being processed, reused
@@ -237,7 +237,7 @@ func (t *task) run() {
 			t.eng.Tick() // idleness is measured on the wall clock
 			t.watermark.Store(t.eng.Watermark())
 			if time.Since(t.lastCkpt) >= t.s.cfg.CheckpointInterval {
-				if err := t.checkpoint(context.Background()); err != nil {
+				if err := t.checkpoint(context.Background(), true); err != nil {
 					t.err = err
 					t.s.failWith(fmt.Errorf("task %d: %w", t.part, err))
 					return
@@ -379,39 +379,67 @@ func (s *Service) topicOf(k engine.Kind) string {
 }
 
 // checkpoint snapshots the task once every output produced so far is
-// acknowledged (DESIGN §4 "Delivery"), saves it with the input offsets and
-// our decisions partition's offset, then commits the input offsets to the
-// group (for lag monitoring: the checkpoint is what restores).
-func (t *task) checkpoint(ctx context.Context) (err error) {
-	start, size := time.Now(), 0
-	defer func() { t.s.cfg.Metrics.Checkpoint(time.Since(start), int64(size), err) }()
+// acknowledged (DESIGN §4 "Delivery"), with the input offsets and our
+// decisions partition's offset, then saves it and commits the input offsets
+// to the group (for lag monitoring: the checkpoint is what restores).
+//
+// Only the snapshot runs on the task's goroutine; with background set, the
+// save (write, fsync, commit) runs on its own goroutine while the task goes
+// on, and a checkpoint due while one is being saved is skipped. The final
+// checkpoint of a stopping task is saved in the foreground, after any save
+// in progress.
+func (t *task) checkpoint(ctx context.Context, background bool) error {
+	if background && !t.saving.TryLock() {
+		return nil // the previous one is still being written
+	}
+	if !background {
+		t.saving.Lock()
+	}
+	start := time.Now()
 	t.inflight.Wait()
 	if err := t.produceErr.Load(); err != nil {
+		t.saving.Unlock()
 		return fmt.Errorf("output not acknowledged: %w", *err)
 	}
 	data, err := t.eng.Snapshot()
 	if err != nil {
+		t.saving.Unlock()
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	size = len(data)
-	snap := &state.Snapshot{Task: t.part, Seq: t.seq + 1, Offsets: make(map[string]int64),
+	t.seq++
+	snap := &state.Snapshot{Task: t.part, Seq: t.seq, Offsets: make(map[string]int64),
 		Sections: map[string][]byte{sectionEngine: data, sectionRuleset: []byte(t.rs.Version)}}
+	commit := make(map[string]map[int32]kgo.EpochOffset, len(t.next))
 	for topic, off := range t.next {
 		snap.Offsets[inPrefix+topic] = off
+		commit[topic] = map[int32]kgo.EpochOffset{t.part: {Epoch: -1, Offset: off}}
 	}
 	snap.Offsets[outPrefix+t.s.cfg.Topics.Decisions] = t.decNext.Load()
+	t.lastCkpt = time.Now()
+	save := func() error {
+		defer t.saving.Unlock()
+		err := t.save(ctx, snap, commit)
+		t.s.cfg.Metrics.Checkpoint(time.Since(start), int64(len(data)), err)
+		return err
+	}
+	if !background {
+		return save()
+	}
+	go func() {
+		if err := save(); err != nil {
+			t.s.failWith(fmt.Errorf("task %d: checkpoint: %w", t.part, err))
+		}
+	}()
+	return nil
+}
+
+func (t *task) save(ctx context.Context, snap *state.Snapshot, commit map[string]map[int32]kgo.EpochOffset) error {
 	if err := t.s.ckpt.Save(ctx, snap); err != nil {
 		var pe *state.PruneError
 		if !errors.As(err, &pe) {
 			return err
 		}
 		t.s.log.Warn("checkpoint saved; pruning failed", "task", t.part, "err", err)
-	}
-	t.seq = snap.Seq
-	t.lastCkpt = time.Now()
-	commit := make(map[string]map[int32]kgo.EpochOffset, len(t.next))
-	for topic, off := range maps.All(t.next) {
-		commit[topic] = map[int32]kgo.EpochOffset{t.part: {Epoch: -1, Offset: off}}
 	}
 	t.s.cl.CommitOffsetsSync(ctx, commit, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
@@ -437,7 +465,7 @@ func (t *task) stop(ctx context.Context) error {
 	if t.err != nil {
 		return t.err
 	}
-	return t.checkpoint(ctx)
+	return t.checkpoint(ctx, false)
 }
 
 // wallClock is processing time for idleness in a live service.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -54,12 +55,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&t.Checkpoints, "checkpoints-topic", d.Topics.Checkpoints, "task snapshots, with --checkpoints kafka")
 	httpAddr := fs.String("http", "127.0.0.1:8080", "REST API, /metrics and health checks; empty: none")
 	keysFile := fs.String("api-keys", "", "API keys (YAML or JSON list of {name, role, token}); also "+api.KeysEnv+"=name:role:token,...; without keys the API is open on a loopback address only")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) of the whole run to this file")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	fs.String(configFlag, "", "YAML or JSON file of flag name: value (also VIGIL_CONFIG); precedence: flag > VIGIL_<FLAG> environment > this file > default (deployments/CONFIG.md)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if err := applyConfig(fs, os.Environ()); err != nil {
+		return err
+	}
 	cfg.Partitions = int32(*partitions)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	log, err := telemetry.NewLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
 		return err

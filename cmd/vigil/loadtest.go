@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// runLoadtest is an open-loop load generator for POST /v1/decisions: each
+// request is due at start + i/rate, and its latency counts from when it was
+// due, so a slow server cannot hide its queueing by slowing the generator
+// down (coordinated omission).
+func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("loadtest", "loadtest [--url URL] [--rate N] [--duration D] [--find-max]", stderr)
+	url := fs.String("url", "http://127.0.0.1:8080", "the API's base URL")
+	stream := fs.String("stream", "transactions", "the deciding stream")
+	token := fs.String("token", "", "bearer token (a decider key)")
+	rate := fs.Int("rate", 5000, "requests per second")
+	duration := fs.Duration("duration", 20*time.Second, "how long to send")
+	users := fs.Int("users", 100_000, "distinct user_id values")
+	workers := fs.Int("workers", 256, "concurrent connections")
+	findMax := fs.Bool("find-max", false, "raise the rate step by step to the highest one sustained with p99 under --max-p99 and no errors")
+	maxP99 := fs.Duration("max-p99", 100*time.Millisecond, "with --find-max: the p99 a sustained rate must keep")
+	asJSON := fs.Bool("json", false, "print results as JSON lines")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var run [4]byte
+	rand.Read(run[:])
+	lt := &loadtest{prefix: hex.EncodeToString(run[:]), url: *url + "/v1/decisions?stream=" + *stream, token: *token, users: *users, workers: *workers,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *workers, MaxConnsPerHost: *workers}, Timeout: 10 * time.Second}}
+	report := func(r loadResult) {
+		if *asJSON {
+			b, _ := json.Marshal(r)
+			fmt.Fprintln(stdout, string(b))
+			return
+		}
+		fmt.Fprintf(stdout, "rate %6d/s  sent %7d  ok %7d  errors %5d  achieved %8.0f/s  p50 %7.2f ms  p90 %7.2f ms  p99 %7.2f ms  max %7.2f ms\n",
+			r.Rate, r.Sent, r.OK, r.Errors, r.Achieved, r.P50, r.P90, r.P99, r.Max)
+	}
+	if !*findMax {
+		r, err := lt.run(ctx, *rate, *duration)
+		if err != nil {
+			return err
+		}
+		report(r)
+		return nil
+	}
+	best := 0
+	for r := *rate; ctx.Err() == nil; r = r * 3 / 2 {
+		res, err := lt.run(ctx, r, *duration)
+		if err != nil {
+			return err
+		}
+		report(res)
+		if res.Errors > 0 || res.P99 > float64(maxP99.Microseconds())/1000 || res.Achieved < 0.95*float64(r) {
+			break
+		}
+		best = r
+	}
+	fmt.Fprintf(stdout, "highest sustained rate: %d/s (p99 under %s, no errors)\n", best, *maxP99)
+	return nil
+}
+
+type loadtest struct {
+	url, token string
+	prefix     string // per run, so that ids never repeat across runs
+	users      int
+	workers    int
+	client     *http.Client
+	seq        atomic.Int64
+}
+
+// loadResult is one run's figures; latencies in milliseconds.
+type loadResult struct {
+	Rate     int           `json:"rate"`
+	Sent     int64         `json:"sent"`
+	OK       int64         `json:"ok"`
+	Errors   int64         `json:"errors"`
+	Achieved float64       `json:"achieved_per_s"`
+	P50      float64       `json:"p50_ms"`
+	P90      float64       `json:"p90_ms"`
+	P99      float64       `json:"p99_ms"`
+	Max      float64       `json:"max_ms"`
+	Statuses map[int]int64 `json:"statuses"`
+}
+
+func (lt *loadtest) run(ctx context.Context, rate int, d time.Duration) (loadResult, error) {
+	n := int(int64(rate) * int64(d) / int64(time.Second))
+	due := make(chan time.Time, lt.workers)
+	var (
+		mu       sync.Mutex
+		lats     = make([]time.Duration, 0, n)
+		statuses = map[int]int64{}
+		wg       sync.WaitGroup
+	)
+	for range lt.workers {
+		wg.Go(func() {
+			for at := range due {
+				status := lt.one()
+				lat := time.Since(at)
+				mu.Lock()
+				statuses[status]++
+				if status == http.StatusOK {
+					lats = append(lats, lat)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	start := time.Now()
+	interval := time.Second / time.Duration(rate)
+	for i := range n {
+		at := start.Add(time.Duration(i) * interval)
+		if w := time.Until(at); w > 0 {
+			time.Sleep(w) // pacing the open loop
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		due <- at
+	}
+	close(due)
+	wg.Wait()
+	elapsed := time.Since(start)
+	slices.Sort(lats)
+	q := func(p float64) float64 {
+		if len(lats) == 0 {
+			return 0
+		}
+		return float64(lats[min(len(lats)-1, int(p*float64(len(lats))))].Microseconds()) / 1000
+	}
+	res := loadResult{Rate: rate, Sent: int64(n), OK: statuses[http.StatusOK], Statuses: statuses,
+		Achieved: float64(len(lats)) / elapsed.Seconds(), P50: q(0.50), P90: q(0.90), P99: q(0.99), Max: q(1)}
+	res.Errors = res.Sent - res.OK
+	return res, nil
+}
+
+// one sends a transaction with a fresh id and returns the status (0 on a
+// transport error).
+func (lt *loadtest) one() int {
+	i := lt.seq.Add(1)
+	body := fmt.Appendf(nil, `{"tx_id":"lt-%s-%d","user_id":"u%06d","amount":%d,"currency":"EUR","ip":"10.0.%d.%d","ts":%d}`,
+		lt.prefix, i, i%int64(lt.users), i%700, i%7, i%13, time.Now().UnixMilli())
+	req, err := http.NewRequest("POST", lt.url, bytes.NewReader(body))
+	if err != nil {
+		return 0
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if lt.token != "" {
+		req.Header.Set("Authorization", "Bearer "+lt.token)
+	}
+	resp, err := lt.client.Do(req)
+	if err != nil {
+		return 0
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
