@@ -153,7 +153,7 @@ func produceWorkload(t *testing.T, broker string, genArgs ...string) {
 		if out, err := exec.Command(vigilBinary(t), args...).CombinedOutput(); err != nil {
 			t.Fatalf("vigil gen: %v\n%s", err, out)
 		}
-		out, err := exec.Command("kcat", "-P", "-b", broker, "-t", topic, "-K", "\t", "-l", file).CombinedOutput()
+		out, err := exec.Command("kcat", "-P", "-b", broker, "-t", topic, "-K", "\t", "-X", "partitioner=murmur2_random", "-l", file).CombinedOutput()
 		if err != nil {
 			t.Fatalf("kcat -P %s: %v\n%s", topic, err, out)
 		}
