@@ -35,6 +35,8 @@ func commands() map[string]command {
 		"serve":    {"run the rules over Kafka (an embedded broker unless --brokers is given)", runServe},
 		"broker":   {"run the embedded Kafka-protocol broker alone", runBroker},
 		"rules":    {"rules push FILE: validate a ruleset and publish it as the new version", runRules},
+		"loadtest": {"send decision requests to a running vigil serve at a fixed rate and report latencies", runLoadtest},
+		"bench":    {"measure throughput and latency: Kafka pass-through ceiling, replay, Vigil over Kafka", runBench},
 	}
 }
 

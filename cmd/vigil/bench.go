@@ -1,0 +1,1202 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/examples"
+	"github.com/vigil-cep/vigil/internal/workload"
+	"github.com/vigil-cep/vigil/kafka"
+	"github.com/vigil-cep/vigil/rules"
+)
+
+// `vigil bench` measures, in one process, on one embedded broker and one
+// workload:
+//
+//  1. the Kafka pass-through ceiling: a bare franz-go client, configured as
+//     the service's (group, fetch wait, linger 0, manual partitioning),
+//     consuming the input topics and producing every record unchanged;
+//  2. `vigil replay` on the same events, in memory, output discarded;
+//  3. the Vigil service over Kafka on the same input topics, already filled
+//     (each partition ends with a marker record the service sends to the
+//     DLQ, which shows when that partition was processed to its end);
+//  4. event-to-decision latency at a fixed input rate, on fresh topics.
+//
+// Every phase is bounded by --timeout and says so when it runs out.
+
+// benchConfig holds the flags of `vigil bench`.
+type benchConfig struct {
+	events, users, partitions int
+	seed                      uint64
+	rate                      float64
+	latencyDuration           time.Duration
+	timeout                   time.Duration
+	jsonOut, verbose          bool
+	cpuProfile, profilePhase  string
+	prof                      *cpuProfiler
+}
+
+// cpuProfiler records the CPU profile of one phase, from the moment its
+// clock starts to the moment it stops (so a service's start-up before Run
+// and its shutdown after the clock are not in it).
+type cpuProfiler struct {
+	phase   string
+	f       *os.File
+	running bool
+	err     error
+}
+
+func (p *cpuProfiler) begin(phase string) {
+	if p == nil || p.f == nil || p.phase != phase || p.running {
+		return
+	}
+	if p.err = pprof.StartCPUProfile(p.f); p.err == nil {
+		p.running = true
+	}
+}
+
+func (p *cpuProfiler) end(phase string) {
+	if p == nil || !p.running || p.phase != phase {
+		return
+	}
+	pprof.StopCPUProfile()
+	p.running = false
+}
+
+// close ends the profile and closes its file.
+func (p *cpuProfiler) close() error {
+	if p == nil || p.f == nil {
+		return nil
+	}
+	if p.running {
+		pprof.StopCPUProfile()
+		p.running = false
+	}
+	err := p.f.Close()
+	p.f = nil
+	return errors.Join(p.err, err)
+}
+
+// Phase names, as --profile-phase takes them.
+const (
+	phasePassthrough = "passthrough"
+	phaseReplay      = "replay"
+	phaseKafka       = "kafka"
+	phaseLatency     = "latency"
+)
+
+var phaseTitles = map[string]string{
+	phasePassthrough: "phase 1 (Kafka pass-through ceiling)",
+	phaseReplay:      "phase 2 (vigil replay)",
+	phaseKafka:       "phase 3 (Vigil over Kafka)",
+	phaseLatency:     "phase 4 (event-to-decision latency)",
+}
+
+// benchResult is what `vigil bench --json` prints.
+type benchResult struct {
+	Workload    benchWorkload     `json:"workload"`
+	Broker      string            `json:"broker"`
+	GOMAXPROCS  int               `json:"gomaxprocs"`
+	Load        benchThroughput   `json:"load"`
+	EndMarkers  int               `json:"end_markers"` // records appended after the workload, one per input partition
+	Passthrough *benchPassthrough `json:"passthrough"`
+	Replay      *benchReplay      `json:"replay"`
+	VigilKafka  *benchKafka       `json:"vigil_kafka"`
+	Latency     *benchLatency     `json:"latency"`
+	Error       string            `json:"error,omitempty"`
+}
+
+type benchWorkload struct {
+	Events         int    `json:"events"`
+	Users          int    `json:"users"`
+	Seed           uint64 `json:"seed"`
+	Partitions     int    `json:"partitions"`
+	Transactions   int    `json:"transactions"`    // transaction records, duplicates included
+	TransactionIDs int    `json:"transaction_ids"` // distinct tx_id
+	Logins         int    `json:"logins"`
+	Devices        int    `json:"devices"`
+	Bytes          int    `json:"bytes"` // record values
+}
+
+// benchThroughput is a timed run over a number of events.
+type benchThroughput struct {
+	Events       int     `json:"events"`
+	Seconds      float64 `json:"seconds"`
+	EventsPerSec float64 `json:"events_per_sec"`
+}
+
+type benchPassthrough struct {
+	benchThroughput
+	Produced int `json:"produced"` // records acknowledged on the output topic: events + end markers
+}
+
+type benchReplay struct {
+	benchThroughput
+	Decisions int64 `json:"decisions"`
+	GOGC      int   `json:"gogc"`
+}
+
+type benchKafka struct {
+	benchThroughput
+	Decisions       int     `json:"decisions"`         // decision records read when the clock stopped
+	DecisionIDs     int     `json:"decision_ids"`      // distinct ids among them
+	EndMarkers      int     `json:"end_markers"`       // input partitions whose end marker the service reached (sent to the DLQ)
+	ProcessedAtStop int64   `json:"processed_at_stop"` // input offsets the service committed when stopped: events + end markers
+	FirstDecisionMs float64 `json:"first_decision_ms"` // from Run to the first decision's record timestamp (its Produce call, ms precision): start-up
+	PercentOfReplay float64 `json:"percent_of_replay"`
+	GOGC            int     `json:"gogc"`
+}
+
+type benchLatency struct {
+	Rate            float64 `json:"rate"`             // target events/s
+	DurationSeconds float64 `json:"duration_seconds"` // target duration
+	Users           int     `json:"users"`
+	Events          int     `json:"events"`
+	Transactions    int     `json:"transactions"`
+	TransactionIDs  int     `json:"transaction_ids"`
+	Decided         int     `json:"decided"`       // transaction ids with a decision
+	AchievedRate    float64 `json:"achieved_rate"` // events / time from the first to the last produce call
+	MaxBehindMs     float64 `json:"max_behind_ms"` // how far the producer fell behind its schedule
+	P50Ms           float64 `json:"p50_ms"`
+	P99Ms           float64 `json:"p99_ms"`
+	MaxMs           float64 `json:"max_ms"`
+	GOGC            int     `json:"gogc"`
+}
+
+const benchSynopsis = `bench [--events N] [--users N] [--partitions P] [--rate R] [--latency-duration D] [--json]
+
+Starts an embedded broker (127.0.0.1, a free port, data in a temporary
+directory), generates one workload (as vigil gen --partitions P), produces it
+to the example ruleset's input topics, then measures:
+  1. Kafka pass-through ceiling: a bare franz-go client with the service's
+     settings joins a group, reads the input topics and produces every record
+     unchanged; clock from client creation to the last acknowledgement.
+  2. vigil replay: engine.Replay over the same events in memory, output
+     discarded (GOGC 400 as vigil replay sets it, unless GOGC is set).
+  3. Vigil over Kafka: a service (fresh group, DefaultConfig) on the filled
+     topics; clock from Run to the moment every transaction's decision, and
+     the DLQ record of the end marker appended to every input partition,
+     have been read back; also in percent of (2).
+  4. Latency: a fresh service on fresh topics; a workload produced at --rate
+     for --latency-duration; p50/p99/max of decision received minus
+     produce call, over every transaction id.
+Each phase is bounded by --timeout.`
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench", benchSynopsis, stderr)
+	var c benchConfig
+	fs.IntVar(&c.events, "events", 200_000, "events of the throughput workload (phases 1-3)")
+	fs.IntVar(&c.users, "users", 20_000, "distinct users of the workload")
+	fs.Uint64Var(&c.seed, "seed", 1, "workload seed")
+	fs.IntVar(&c.partitions, "partitions", 4, "partitions of every topic (tasks run one per partition; replay too)")
+	fs.Float64Var(&c.rate, "rate", 10_000, "input rate of the latency phase, events/s (all streams together)")
+	fs.DurationVar(&c.latencyDuration, "latency-duration", 10*time.Second, "how long the latency phase produces")
+	fs.DurationVar(&c.timeout, "timeout", 3*time.Minute, "bound on each phase (the latency phase: its duration plus this)")
+	fs.BoolVar(&c.jsonOut, "json", false, "print the results as one JSON object")
+	fs.BoolVar(&c.verbose, "verbose", false, "log the services at info level (default: warnings only) to standard error")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) of one phase, while its clock runs, to this file")
+	fs.StringVar(&c.profilePhase, "profile-phase", phaseKafka, "the phase --cpuprofile records: passthrough, replay, kafka or latency")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var bad []string
+	if c.events <= 0 {
+		bad = append(bad, "--events must be positive")
+	}
+	if c.users <= 0 {
+		bad = append(bad, "--users must be positive")
+	}
+	if c.partitions < 1 || c.partitions > 1024 {
+		bad = append(bad, "--partitions must be between 1 and 1024")
+	}
+	if !(c.rate > 0) || math.IsInf(c.rate, 0) {
+		bad = append(bad, "--rate must be a positive number")
+	}
+	if c.latencyDuration <= 0 {
+		bad = append(bad, "--latency-duration must be positive")
+	}
+	if c.timeout <= 0 {
+		bad = append(bad, "--timeout must be positive")
+	}
+	if _, ok := phaseTitles[c.profilePhase]; !ok {
+		bad = append(bad, "--profile-phase must be passthrough, replay, kafka or latency")
+	}
+	if len(bad) > 0 {
+		fmt.Fprintln(stderr, strings.Join(bad, "\n"))
+		fs.Usage()
+		return errUsage
+	}
+
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err != nil {
+			return err
+		}
+		c.prof = &cpuProfiler{phase: c.profilePhase, f: f}
+	}
+	res := &benchResult{GOMAXPROCS: runtime.GOMAXPROCS(0)}
+	err := bench(ctx, c, res, stderr)
+	if perr := c.prof.close(); perr != nil && err == nil {
+		err = fmt.Errorf("cpu profile: %w", perr)
+	}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	if c.jsonOut {
+		b, merr := json.Marshal(res)
+		if merr != nil {
+			return merr
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+	} else {
+		printBench(stdout, c, res)
+	}
+	return err
+}
+
+// benchRecord is one input record: its stream's topic index, partition, key
+// (the user id), value, and for a transaction its id.
+type benchRecord struct {
+	stream int // index into the topics of streamTopics
+	part   int32
+	key    []byte
+	value  []byte
+	txID   string
+}
+
+type benchWorkloadData struct {
+	ndjson  []byte
+	records []benchRecord
+	txIDs   int
+	info    benchWorkload
+}
+
+func bench(ctx context.Context, c benchConfig, res *benchResult, stderr io.Writer) error {
+	rs, err := rules.Load(examples.Fraud)
+	if err != nil {
+		return fmt.Errorf("example ruleset: %w", err)
+	}
+	names, topics := streamTopics(rs)
+
+	wc := workload.Config{Users: c.users, Events: c.events, Seed: c.seed, Partitions: c.partitions}
+	if err := wc.Validate(); err != nil {
+		return err
+	}
+	wl, err := makeWorkload(wc, names)
+	if err != nil {
+		return err
+	}
+	res.Workload = wl.info
+
+	dir, err := os.MkdirTemp("", "vigil-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	broker, err := kafka.StartBroker(kafka.BrokerConfig{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "broker"),
+		Partitions: int32(c.partitions)})
+	if err != nil {
+		return err
+	}
+	defer broker.Close()
+	res.Broker = broker.Addr()
+	brokers := []string{broker.Addr()}
+	level := slog.LevelWarn
+	if c.verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	// The inputs, produced once (not a measured phase: phases 1 and 3 read them).
+	const passthroughTopic = "bench.passthrough"
+	pctx, cancel := context.WithTimeout(ctx, c.timeout)
+	err = createTopics(pctx, brokers, int32(c.partitions), append(slices.Clone(topics), passthroughTopic)...)
+	var markers map[topicPartition]int64
+	if err == nil {
+		res.Load, markers, err = loadInputs(pctx, brokers, topics, c.partitions, wl.records)
+	}
+	cancel()
+	if err != nil {
+		return phaseError(ctx, "loading the input topics", c.timeout, err)
+	}
+	res.EndMarkers = len(markers)
+
+	phases := []struct {
+		name string
+		run  func() error
+	}{
+		{phasePassthrough, func() (err error) {
+			res.Passthrough, err = benchPassthroughPhase(ctx, c, brokers, topics, passthroughTopic, len(wl.records), len(markers))
+			return err
+		}},
+		{phaseReplay, func() (err error) {
+			res.Replay, err = benchReplayPhase(ctx, c, rs, wl)
+			return err
+		}},
+		{phaseKafka, func() (err error) {
+			res.VigilKafka, err = benchKafkaPhase(ctx, c, brokers, dir, wl, markers, log)
+			if err == nil && res.Replay != nil && res.Replay.EventsPerSec > 0 {
+				res.VigilKafka.PercentOfReplay = 100 * res.VigilKafka.EventsPerSec / res.Replay.EventsPerSec
+			}
+			return err
+		}},
+		{phaseLatency, func() (err error) {
+			res.Latency, err = benchLatencyPhase(ctx, c, brokers, dir, log)
+			return err
+		}},
+	}
+	for _, ph := range phases {
+		runtime.GC() // the previous phase's garbage is not this one's cost
+		err := ph.run()
+		c.prof.end(ph.name)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// streamTopics returns the ruleset's input streams by name (index into
+// topics) and their topics.
+func streamTopics(rs *rules.Ruleset) (map[string]int, []string) {
+	names := make(map[string]int)
+	var topics []string
+	for _, st := range rs.Streams {
+		if st.Pattern < 0 && st.Join < 0 && st.Topic != "" {
+			names[st.Name] = len(topics)
+			topics = append(topics, st.Topic)
+		}
+	}
+	return names, topics
+}
+
+// makeWorkload generates the workload as replay's NDJSON and as Kafka
+// records: value unchanged, key the user id, partition the one the NDJSON
+// line names (so that Kafka's tasks get the same users as replay's).
+func makeWorkload(wc workload.Config, names map[string]int) (*benchWorkloadData, error) {
+	var buf bytes.Buffer
+	if _, err := workload.Generate(&buf, wc); err != nil {
+		return nil, err
+	}
+	wl := &benchWorkloadData{ndjson: buf.Bytes()}
+	wl.info = benchWorkload{Events: wc.Events, Users: wc.Users, Seed: wc.Seed, Partitions: max(wc.Partitions, 1)}
+	ids := make(map[string]struct{})
+	for line := range bytes.Lines(wl.ndjson) {
+		var l struct {
+			Stream    string          `json:"stream"`
+			Value     json.RawMessage `json:"value"`
+			Partition int32           `json:"partition"`
+		}
+		if err := json.Unmarshal(line, &l); err != nil {
+			return nil, fmt.Errorf("workload line: %w", err)
+		}
+		var v struct {
+			UserID string `json:"user_id"`
+			TxID   string `json:"tx_id"`
+		}
+		if err := json.Unmarshal(l.Value, &v); err != nil {
+			return nil, fmt.Errorf("workload value: %w", err)
+		}
+		si, ok := names[l.Stream]
+		if !ok {
+			return nil, fmt.Errorf("workload stream %q is not an input of the example ruleset", l.Stream)
+		}
+		r := benchRecord{stream: si, part: l.Partition, key: []byte(v.UserID), value: l.Value}
+		switch l.Stream {
+		case "transactions":
+			r.txID = v.TxID
+			ids[v.TxID] = struct{}{}
+			wl.info.Transactions++
+		case "logins":
+			wl.info.Logins++
+		case "devices":
+			wl.info.Devices++
+		}
+		wl.info.Bytes += len(l.Value)
+		wl.records = append(wl.records, r)
+	}
+	wl.txIDs = len(ids)
+	wl.info.TransactionIDs = wl.txIDs
+	if len(wl.records) != wc.Events {
+		return nil, fmt.Errorf("workload: %d records generated, want %d", len(wl.records), wc.Events)
+	}
+	return wl, nil
+}
+
+func createTopics(ctx context.Context, brokers []string, partitions int32, topics ...string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return err
+	}
+	adm := kadm.NewClient(cl)
+	defer adm.Close()
+	resp, err := adm.CreateTopics(ctx, partitions, -1, nil, topics...)
+	if err != nil {
+		return err
+	}
+	return resp.Error()
+}
+
+// topicPartition names one partition of one topic.
+type topicPartition struct {
+	topic string
+	part  int32
+}
+
+// endMarker is the value of the record that ends every input partition in
+// the throughput phases. It is not JSON: the service sends it to the DLQ,
+// with its topic, partition and offset, when its task reaches it, which
+// shows that everything before it on that partition was processed.
+const endMarker = "bench: end of input"
+
+// loadInputs produces the records to their topics, waits for every ack,
+// then appends an end marker to every input partition; it returns the
+// markers' offsets.
+func loadInputs(ctx context.Context, brokers, topics []string, partitions int, recs []benchRecord) (benchThroughput, map[topicPartition]int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MaxBufferedRecords(100_000))
+	if err != nil {
+		return benchThroughput{}, nil, err
+	}
+	defer cl.Close()
+	start := time.Now()
+	var firstErr atomic.Pointer[error]
+	for i := range recs {
+		r := &recs[i]
+		kr := &kgo.Record{Topic: topics[r.stream], Partition: r.part, Key: r.key, Value: r.value}
+		cl.Produce(ctx, kr, func(_ *kgo.Record, err error) {
+			if err != nil {
+				firstErr.CompareAndSwap(nil, &err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return benchThroughput{}, nil, err
+	}
+	if e := firstErr.Load(); e != nil {
+		return benchThroughput{}, nil, *e
+	}
+	load := throughput(len(recs), time.Since(start))
+	var marks []*kgo.Record
+	for _, topic := range topics {
+		for p := range partitions {
+			marks = append(marks, &kgo.Record{Topic: topic, Partition: int32(p), Value: []byte(endMarker)})
+		}
+	}
+	if err := cl.ProduceSync(ctx, marks...).FirstErr(); err != nil {
+		return benchThroughput{}, nil, fmt.Errorf("end markers: %w", err)
+	}
+	markers := make(map[topicPartition]int64, len(marks))
+	for _, r := range marks {
+		markers[topicPartition{r.Topic, r.Partition}] = r.Offset
+	}
+	return load, markers, nil
+}
+
+func throughput(n int, d time.Duration) benchThroughput {
+	return benchThroughput{Events: n, Seconds: d.Seconds(), EventsPerSec: float64(n) / d.Seconds()}
+}
+
+// phaseError says which phase failed, and whether it ran out of time or was
+// interrupted.
+func phaseError(parent context.Context, phase string, timeout time.Duration, err error) error {
+	switch {
+	case parent.Err() != nil:
+		return fmt.Errorf("%s: interrupted: %w", phase, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s timed out after %s: %w", phase, timeout, err)
+	}
+	return fmt.Errorf("%s: %w", phase, err)
+}
+
+// errStopped wraps a phase's progress when its context ended (timed out
+// or interrupted).
+func errStopped(ctx context.Context, progress string) error {
+	return fmt.Errorf("%s: %w", progress, ctx.Err())
+}
+
+// benchPassthroughPhase: phase 1. The clock runs from the creation of a
+// client (it joins a fresh group, reads the input topics from the start) to
+// the acknowledgement of the last record it produced to the output topic.
+// The client is configured as the service's: range balancer, no auto
+// commit, the service's fetch wait, linger, buffer and manual partitioning
+// (partition p in, partition p out).
+func benchPassthroughPhase(ctx context.Context, c benchConfig, brokers, inputs []string, out string, events, markers int) (*benchPassthrough, error) {
+	n := events + markers // the end markers are records too
+	title := phaseTitles[phasePassthrough]
+	pctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	d := kafka.DefaultConfig
+	c.prof.begin(phasePassthrough)
+	start := time.Now()
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(brokers...),
+		kgo.ConsumerGroup("bench-passthrough"),
+		kgo.ConsumeTopics(inputs...),
+		kgo.Balancers(kgo.RangeBalancer()),
+		kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(d.FetchMaxWait),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MaxBufferedRecords(d.MaxBufferedRecords),
+		kgo.ProducerLinger(d.Linger),
+		kgo.RecordDeliveryTimeout(0),
+	)
+	if err != nil {
+		return nil, phaseError(ctx, title, c.timeout, err)
+	}
+	var (
+		consumed, acked atomic.Int64
+		end             atomic.Int64 // unix ns of the last ack
+		firstErr        atomic.Pointer[error]
+		done            = make(chan struct{})
+		doneOnce        sync.Once
+	)
+	onAck := func(_ *kgo.Record, err error) {
+		if err != nil {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, kgo.ErrClientClosed) {
+				firstErr.CompareAndSwap(nil, &err)
+			}
+			return
+		}
+		if acked.Add(1) == int64(n) {
+			end.Store(time.Now().UnixNano())
+			doneOnce.Do(func() { close(done) })
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for pctx.Err() == nil {
+			fs := cl.PollRecords(pctx, 10_000)
+			if fs.IsClientClosed() {
+				return
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				consumed.Add(1)
+				cl.Produce(pctx, &kgo.Record{Topic: out, Partition: r.Partition, Key: r.Key, Value: r.Value}, onAck)
+			})
+		}
+	})
+	var werr error
+	select {
+	case <-done:
+		c.prof.end(phasePassthrough)
+	case <-pctx.Done():
+		werr = errStopped(pctx, fmt.Sprintf("%d of %d records consumed, %d acknowledged", consumed.Load(), n, acked.Load()))
+	}
+	cancel()
+	wg.Wait()
+	cl.Close()
+	if werr == nil {
+		if e := firstErr.Load(); e != nil {
+			werr = fmt.Errorf("produce: %w", *e)
+		}
+	}
+	if werr != nil {
+		return nil, phaseError(ctx, title, c.timeout, werr)
+	}
+	return &benchPassthrough{benchThroughput: throughput(events, time.Unix(0, end.Load()).Sub(start)), Produced: int(acked.Load())}, nil
+}
+
+// gcPercent returns the collector's current setting.
+func gcPercent() int {
+	v := debug.SetGCPercent(100)
+	debug.SetGCPercent(v)
+	return v
+}
+
+// benchReplayPhase: phase 2, engine.Replay as `vigil replay` runs it (GOGC
+// 400 unless GOGC is set) over the workload's NDJSON in memory, output
+// discarded. The clock covers the Replay call.
+func benchReplayPhase(ctx context.Context, c benchConfig, rs *rules.Ruleset, wl *benchWorkloadData) (*benchReplay, error) {
+	title := phaseTitles[phaseReplay]
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(400))
+	}
+	gogc := gcPercent()
+	pctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	c.prof.begin(phaseReplay)
+	start := time.Now()
+	stats, err := engine.Replay(pctx, rs, bytes.NewReader(wl.ndjson), io.Discard, engine.ReplayConfig{})
+	elapsed := time.Since(start)
+	c.prof.end(phaseReplay)
+	if err != nil {
+		return nil, phaseError(ctx, title, c.timeout, fmt.Errorf("%d of %d records replayed: %w", stats.Records, len(wl.records), err))
+	}
+	if stats.Records != int64(len(wl.records)) {
+		return nil, fmt.Errorf("%s: %d records replayed, want %d", title, stats.Records, len(wl.records))
+	}
+	return &benchReplay{benchThroughput: throughput(int(stats.Records), elapsed), Decisions: stats.Decisions, GOGC: gogc}, nil
+}
+
+// benchKafkaPhase: phase 3. A kafka.Service (fresh group and data
+// directory, the DefaultConfig settings) runs over the input topics, which
+// hold the whole workload already, each partition ending with an end marker.
+// The clock runs from the Run call to the moment a consumer of the
+// decisions and DLQ topics has read (a) a decision for every transaction
+// record (duplicates are re-emitted: one decision record per transaction
+// record, and every distinct tx_id) and (b) the DLQ record of every end
+// marker: every input partition was processed to its end (the last
+// decision can come before the last login or device is processed). The
+// service is then stopped; its final checkpoint commits the input offsets
+// it processed, reported as processed_at_stop (events + end markers).
+func benchKafkaPhase(ctx context.Context, c benchConfig, brokers []string, dir string, wl *benchWorkloadData,
+	markers map[topicPartition]int64, log *slog.Logger) (*benchKafka, error) {
+	title := phaseTitles[phaseKafka]
+	pctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	cfg := kafka.DefaultConfig
+	cfg.Brokers = brokers
+	cfg.Group = "bench-vigil"
+	cfg.DataDir = filepath.Join(dir, "vigil")
+	cfg.Partitions = int32(c.partitions)
+	cfg.Logger = log
+	svc, err := kafka.New(pctx, cfg, examples.Fraud, true)
+	if err != nil {
+		return nil, phaseError(ctx, title, c.timeout, fmt.Errorf("start the service: %w", err))
+	}
+	w, err := watchDecisions(brokers, cfg.Topics.Decisions, "", cfg.Topics.DLQ, markers)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	goal := w.goal(func(s decisionCounts) bool {
+		return s.ids >= wl.txIDs && s.records >= wl.info.Transactions && s.markers >= len(markers)
+	})
+
+	c.prof.begin(phaseKafka)
+	run := startService(ctx, svc, cfg.ShutdownTimeout)
+	start := time.Now()
+	var end time.Time
+	var werr error
+	select {
+	case end = <-goal:
+		c.prof.end(phaseKafka)
+	case err := <-run.done:
+		run.done <- err // stop reads it
+		werr = fmt.Errorf("the service stopped: %v", err)
+	case <-pctx.Done():
+		s := w.counts()
+		werr = errStopped(pctx, fmt.Sprintf("%d of %d transaction ids decided (%d decision records), %d of %d partitions processed to their end marker",
+			s.ids, wl.txIDs, s.records, s.markers, len(markers)))
+	}
+	s := w.counts()
+	if err := run.stop(); err != nil {
+		werr = errors.Join(werr, err)
+	}
+	if werr != nil {
+		return nil, phaseError(ctx, title, c.timeout, werr)
+	}
+	res := &benchKafka{benchThroughput: throughput(len(wl.records), end.Sub(start)), Decisions: s.records,
+		DecisionIDs: s.ids, EndMarkers: s.markers, FirstDecisionMs: ms(w.firstDecision().Sub(start)), GOGC: gcPercent()}
+	// The final checkpoint committed what the tasks processed.
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ccancel()
+	if res.ProcessedAtStop, err = committed(cctx, brokers, cfg.Group); err != nil {
+		return nil, fmt.Errorf("%s: reading the committed offsets: %w", title, err)
+	}
+	return res, nil
+}
+
+// runningService is a Service whose Run goroutine is going.
+type runningService struct {
+	cancel   context.CancelFunc
+	done     chan error // receives Run's result
+	shutdown time.Duration
+}
+
+func startService(ctx context.Context, svc *kafka.Service, shutdown time.Duration) *runningService {
+	rctx, cancel := context.WithCancel(ctx)
+	r := &runningService{cancel: cancel, done: make(chan error, 1), shutdown: shutdown}
+	go func() { r.done <- svc.Run(rctx) }()
+	return r
+}
+
+// stop cancels Run and waits for it, bounded by the shutdown timeout.
+func (r *runningService) stop() error {
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			return fmt.Errorf("the service stopped with: %w", err)
+		}
+		return nil
+	case <-time.After(r.shutdown + 10*time.Second):
+		return fmt.Errorf("the service did not stop within %s", r.shutdown+10*time.Second)
+	}
+}
+
+// committed sums the group's committed offsets.
+func committed(ctx context.Context, brokers []string, group string) (int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return 0, err
+	}
+	adm := kadm.NewClient(cl)
+	defer adm.Close()
+	offs, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return 0, err
+	}
+	if err := offs.Error(); err != nil {
+		return 0, err
+	}
+	var n int64
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.At > 0 {
+			n += o.At
+		}
+	})
+	return n, nil
+}
+
+// decisionCounts is what a decisionWatcher has read.
+type decisionCounts struct {
+	records int // decision records, warm-up ones excluded
+	ids     int // distinct ids among them
+	warm    int // distinct warm-up ids
+	markers int // end markers seen on the DLQ
+}
+
+// decisionWatcher reads a decisions topic from its start and notes when it
+// first saw each id; when given a DLQ topic, it also counts the end markers
+// that reached it.
+type decisionWatcher struct {
+	cl         *kgo.Client
+	warmPrefix string
+	dlq        string
+	markers    map[topicPartition]int64
+	marked     map[topicPartition]bool
+	wg         sync.WaitGroup
+	cancel     context.CancelFunc
+	closeOnce  sync.Once
+
+	mu      sync.Mutex
+	first   map[string]time.Time
+	firstAt time.Time // the earliest timestamp of a (not warm-up) decision: when the service produced it
+	c       decisionCounts
+	cond    func(decisionCounts) bool
+	notify  chan time.Time
+}
+
+func watchDecisions(brokers []string, topic, warmPrefix, dlq string, markers map[topicPartition]int64) (*decisionWatcher, error) {
+	topics := []string{topic}
+	if dlq != "" {
+		topics = append(topics, dlq)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &decisionWatcher{cl: cl, warmPrefix: warmPrefix, dlq: dlq, markers: markers, marked: make(map[topicPartition]bool),
+		cancel: cancel, first: make(map[string]time.Time)}
+	w.wg.Go(func() {
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			now := time.Now()
+			if fs.IsClientClosed() {
+				return
+			}
+			w.mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) {
+				if r.Topic == w.dlq {
+					w.dlqRecord(r)
+					return
+				}
+				id := string(r.Key)
+				if warmPrefix != "" && strings.HasPrefix(id, warmPrefix) {
+					if _, ok := w.first[id]; !ok {
+						w.first[id] = now
+						w.c.warm++
+					}
+					return
+				}
+				w.c.records++
+				if w.firstAt.IsZero() || r.Timestamp.Before(w.firstAt) {
+					w.firstAt = r.Timestamp
+				}
+				if _, ok := w.first[id]; !ok {
+					w.first[id] = now
+					w.c.ids++
+				}
+			})
+			w.check(now)
+			w.mu.Unlock()
+		}
+	})
+	return w, nil
+}
+
+// dlqRecord counts r if it is the DLQ record of an end marker. It runs with
+// w.mu held.
+func (w *decisionWatcher) dlqRecord(r *kgo.Record) {
+	var d struct {
+		Topic     string `json:"topic"`
+		Partition int32  `json:"partition"`
+		Offset    int64  `json:"offset"`
+	}
+	if json.Unmarshal(r.Value, &d) != nil {
+		return
+	}
+	tp := topicPartition{d.Topic, d.Partition}
+	if off, ok := w.markers[tp]; ok && off == d.Offset && !w.marked[tp] {
+		w.marked[tp] = true
+		w.c.markers++
+	}
+}
+
+// goal returns a channel that receives the time of the poll after which
+// cond first held. One goal at a time.
+func (w *decisionWatcher) goal(cond func(decisionCounts) bool) <-chan time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cond, w.notify = cond, make(chan time.Time, 1)
+	w.check(time.Now())
+	return w.notify
+}
+
+// check runs with w.mu held.
+func (w *decisionWatcher) check(now time.Time) {
+	if w.cond != nil && w.cond(w.c) {
+		w.notify <- now
+		w.cond = nil
+	}
+}
+
+func (w *decisionWatcher) firstDecision() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.firstAt
+}
+
+func (w *decisionWatcher) counts() decisionCounts {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.c
+}
+
+// received returns the time id's first decision was read, after close.
+func (w *decisionWatcher) received(id string) (time.Time, bool) {
+	t, ok := w.first[id]
+	return t, ok
+}
+
+func (w *decisionWatcher) close() {
+	w.closeOnce.Do(func() {
+		w.cancel()
+		w.cl.Close()
+		w.wg.Wait()
+	})
+}
+
+// latencySuffix renames the latency phase's topics, so that phase 3's
+// backlog and outputs are not in its way.
+const latencySuffix = ".bench-latency"
+
+// benchLatencyPhase: phase 4. A fresh service (its own input, output and
+// rules topics, group and data directory; DefaultConfig settings) is
+// started and warmed up (one transaction per partition, decided before the
+// clock starts). Then a workload of rate×duration events is produced at the
+// rate, each record's send time being the moment its Produce call is made;
+// a consumer of the decisions topic notes when each transaction id's first
+// decision arrives. Latency is arrival − send of every transaction id.
+func benchLatencyPhase(ctx context.Context, c benchConfig, brokers []string, dir string, log *slog.Logger) (*benchLatency, error) {
+	title := phaseTitles[phaseLatency]
+	bound := c.latencyDuration + c.timeout
+	pctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	fail := func(err error) (*benchLatency, error) { return nil, phaseError(ctx, title, bound, err) }
+
+	seed, err := renameTopics(examples.Fraud, latencySuffix)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", title, err)
+	}
+	lrs, err := rules.Load(seed)
+	if err != nil {
+		return nil, fmt.Errorf("%s: renamed ruleset: %w", title, err)
+	}
+	names, topics := streamTopics(lrs)
+	events := max(1, int(math.Round(c.rate*c.latencyDuration.Seconds())))
+	wc := workload.Config{Users: c.users, Events: events, Seed: c.seed, Partitions: c.partitions, Rate: c.rate}
+	for wc.Validate() != nil && wc.Users > 1 {
+		wc.Users /= 2 // too few events for the planted fraud of that many users
+	}
+	if err := wc.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: workload: %w", title, err)
+	}
+	wl, err := makeWorkload(wc, names)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", title, err)
+	}
+
+	cfg := kafka.DefaultConfig
+	cfg.Brokers = brokers
+	cfg.Group = "bench-latency"
+	cfg.DataDir = filepath.Join(dir, "latency")
+	cfg.Partitions = int32(c.partitions)
+	cfg.Logger = log
+	t := &cfg.Topics
+	for _, name := range []*string{&t.Decisions, &t.Alerts, &t.Joins, &t.Windows, &t.Late, &t.DLQ, &t.Rules} {
+		*name += latencySuffix
+	}
+	svc, err := kafka.New(pctx, cfg, seed, true)
+	if err != nil {
+		return fail(fmt.Errorf("start the service: %w", err))
+	}
+	const warmPrefix = "bench-warmup-"
+	w, err := watchDecisions(brokers, cfg.Topics.Decisions, warmPrefix, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	run := startService(ctx, svc, cfg.ShutdownTimeout)
+	stopped := false
+	defer func() {
+		if !stopped {
+			run.stop()
+		}
+	}()
+
+	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(0))
+	if err != nil {
+		return nil, err
+	}
+	defer prod.Close()
+	var produceErr atomic.Pointer[error]
+	onAck := func(_ *kgo.Record, err error) {
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, kgo.ErrClientClosed) {
+			produceErr.CompareAndSwap(nil, &err)
+		}
+	}
+
+	// Warm-up: a transaction on every partition, from users of its own, a
+	// minute of event time before the workload; the clock starts once the
+	// service has decided them all (group joined, tasks running).
+	txTopic := topics[names["transactions"]]
+	warmed := w.goal(func(s decisionCounts) bool { return s.warm >= c.partitions })
+	for p := range c.partitions {
+		id := fmt.Sprintf("%s%d", warmPrefix, p)
+		v := fmt.Sprintf(`{"tx_id":%q,"user_id":%q,"amount":1,"currency":"EUR","merchant":"m0000","card":"c%s",`+
+			`"ip":"127.0.0.1","device":"d%s","country":"FR","ts":%d}`, id, id, id, id, workload.DefaultStart-60_000)
+		prod.Produce(pctx, &kgo.Record{Topic: txTopic, Partition: int32(p), Key: []byte(id), Value: []byte(v)}, onAck)
+	}
+	select {
+	case <-warmed:
+	case err := <-run.done:
+		run.done <- err
+		return fail(fmt.Errorf("warm-up: the service stopped: %v", err))
+	case <-pctx.Done():
+		return fail(errStopped(pctx, fmt.Sprintf("warm-up: %d of %d warm-up transactions decided", w.counts().warm, c.partitions)))
+	}
+
+	// The paced run.
+	done := w.goal(func(s decisionCounts) bool { return s.ids >= wl.txIDs })
+	sent := make(map[string]time.Time, wl.txIDs)
+	interval := float64(time.Second) / c.rate
+	var behind time.Duration
+	c.prof.begin(phaseLatency)
+	start := time.Now()
+	var last time.Time
+	for i := range wl.records {
+		due := start.Add(time.Duration(float64(i) * interval))
+		now := time.Now()
+		if d := due.Sub(now); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-pctx.Done():
+			}
+			now = time.Now()
+		}
+		if pctx.Err() != nil {
+			return fail(errStopped(pctx, fmt.Sprintf("%d of %d events produced", i, len(wl.records))))
+		}
+		behind = max(behind, now.Sub(due))
+		r := &wl.records[i]
+		if r.txID != "" {
+			if _, ok := sent[r.txID]; !ok {
+				sent[r.txID] = now
+			}
+		}
+		last = now
+		prod.Produce(pctx, &kgo.Record{Topic: topics[r.stream], Partition: r.part, Key: r.key, Value: r.value}, onAck)
+	}
+	var werr error
+	select {
+	case <-done:
+		c.prof.end(phaseLatency)
+	case err := <-run.done:
+		run.done <- err
+		werr = fmt.Errorf("the service stopped: %v", err)
+	case <-pctx.Done():
+		s := w.counts()
+		werr = errStopped(pctx, fmt.Sprintf("all %d events produced; %d of %d transaction ids decided", len(wl.records), s.ids, wl.txIDs))
+	}
+	stopped = true
+	if err := run.stop(); err != nil {
+		werr = errors.Join(werr, err)
+	}
+	if e := produceErr.Load(); e != nil {
+		werr = errors.Join(werr, fmt.Errorf("produce: %w", *e))
+	}
+	if werr != nil {
+		return fail(werr)
+	}
+	w.close()
+
+	lat := make([]time.Duration, 0, len(sent))
+	for id, at := range sent {
+		if got, ok := w.received(id); ok {
+			lat = append(lat, got.Sub(at))
+		}
+	}
+	slices.Sort(lat)
+	res := &benchLatency{Rate: c.rate, DurationSeconds: c.latencyDuration.Seconds(), Users: wc.Users,
+		Events: len(wl.records), Transactions: wl.info.Transactions, TransactionIDs: wl.txIDs, Decided: len(lat),
+		MaxBehindMs: ms(behind), GOGC: gcPercent()}
+	if span := last.Sub(start); span > 0 && len(wl.records) > 1 {
+		res.AchievedRate = float64(len(wl.records)-1) / span.Seconds()
+	}
+	if len(lat) > 0 {
+		res.P50Ms, res.P99Ms, res.MaxMs = ms(percentile(lat, 50)), ms(percentile(lat, 99)), ms(lat[len(lat)-1])
+	}
+	return res, nil
+}
+
+// percentile returns the nearest-rank percentile of sorted durations.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// renameTopics appends suffix to the topic of every stream of a ruleset
+// document.
+func renameTopics(src []byte, suffix string) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return nil, err
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, errors.New("ruleset is not a mapping")
+	}
+	n := 0
+	top := doc.Content[0]
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if top.Content[i].Value != "streams" || top.Content[i+1].Kind != yaml.MappingNode {
+			continue
+		}
+		streams := top.Content[i+1]
+		for j := 1; j < len(streams.Content); j += 2 {
+			st := streams.Content[j]
+			if st.Kind != yaml.MappingNode {
+				continue
+			}
+			for k := 0; k+1 < len(st.Content); k += 2 {
+				if st.Content[k].Value == "topic" {
+					st.Content[k+1].Value += suffix
+					n++
+				}
+			}
+		}
+	}
+	if n == 0 {
+		return nil, errors.New("ruleset has no stream topics to rename")
+	}
+	return yaml.Marshal(&doc)
+}
+
+// printBench prints the results as a table.
+func printBench(w io.Writer, c benchConfig, r *benchResult) {
+	wl := r.Workload
+	fmt.Fprintf(w, "workload: %d events (%d transactions, %d distinct tx ids; %d logins; %d devices; %.1f MB of values),\n"+
+		"          %d users, seed %d, %d partitions; ruleset examples/fraud.yaml\n",
+		wl.Events, wl.Transactions, wl.TransactionIDs, wl.Logins, wl.Devices, float64(wl.Bytes)/1e6,
+		wl.Users, wl.Seed, wl.Partitions)
+	fmt.Fprintf(w, "broker:   embedded, in this process, %s; GOMAXPROCS %d\n", r.Broker, r.GOMAXPROCS)
+	if r.Load.Events > 0 {
+		fmt.Fprintf(w, "inputs:   produced in %.2f s (%.0f events/s; setup, not a result), then %d end markers (one per input partition)\n",
+			r.Load.Seconds, r.Load.EventsPerSec, r.EndMarkers)
+	}
+	fmt.Fprintln(w)
+
+	const rowFmt = "%-30s %8s %8s %10s %10s\n"
+	fmt.Fprintf(w, rowFmt, "phase", "events", "seconds", "events/s", "vs replay")
+	var replay float64
+	if r.Replay != nil {
+		replay = r.Replay.EventsPerSec
+	}
+	row := func(name string, t *benchThroughput) {
+		if t == nil {
+			fmt.Fprintf(w, rowFmt, name, "-", "-", "-", "-")
+			return
+		}
+		vs := "-"
+		if replay > 0 {
+			vs = fmt.Sprintf("%.0f%%", 100*t.EventsPerSec/replay)
+		}
+		fmt.Fprintf(w, rowFmt, name, fmt.Sprint(t.Events), fmt.Sprintf("%.2f", t.Seconds), fmt.Sprintf("%.0f", t.EventsPerSec), vs)
+	}
+	var notes []string
+	var pt, rp, vk *benchThroughput
+	if p := r.Passthrough; p != nil {
+		pt = &p.benchThroughput
+		notes = append(notes, fmt.Sprintf("1: bare franz-go consume→produce with the service's client settings; %d records acknowledged (events + end markers)", p.Produced))
+	}
+	if p := r.Replay; p != nil {
+		rp = &p.benchThroughput
+		notes = append(notes, fmt.Sprintf("2: engine.Replay in memory, output discarded; %d decisions; GOGC=%d", p.Decisions, p.GOGC))
+	}
+	if p := r.VigilKafka; p != nil {
+		vk = &p.benchThroughput
+		notes = append(notes, fmt.Sprintf("3: %.0f%% of replay (target ≥ 80%%); first decision produced %.0f ms after Run; %d decisions for %d ids;\n"+
+			"   %d of %d end markers reached; %d input offsets committed at stop; GOGC=%d",
+			p.PercentOfReplay, p.FirstDecisionMs, p.Decisions, p.DecisionIDs, p.EndMarkers, r.EndMarkers, p.ProcessedAtStop, p.GOGC))
+	}
+	row("1 Kafka pass-through ceiling", pt)
+	row("2 vigil replay", rp)
+	row("3 Vigil over Kafka", vk)
+	fmt.Fprintln(w)
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
+	}
+	fmt.Fprintln(w)
+	if l := r.Latency; l != nil {
+		fmt.Fprintf(w, "4 event-to-decision latency at %.0f events/s for %s (fresh topics; DefaultConfig: linger 0, fetch wait %s):\n",
+			l.Rate, c.latencyDuration, kafka.DefaultConfig.FetchMaxWait)
+		fmt.Fprintf(w, "  decision received − produce call:  p50 %.2f ms   p99 %.2f ms   max %.2f ms\n", l.P50Ms, l.P99Ms, l.MaxMs)
+		fmt.Fprintf(w, "  %d events (%d users), %d transactions, %d of %d tx ids decided; achieved %.0f events/s,\n"+
+			"  producer at most %.1f ms behind its schedule; GOGC=%d\n",
+			l.Events, l.Users, l.Transactions, l.Decided, l.TransactionIDs, l.AchievedRate, l.MaxBehindMs, l.GOGC)
+	} else {
+		fmt.Fprintln(w, "4 event-to-decision latency: not run")
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "\nstopped: %s\n", r.Error)
+	}
+}
