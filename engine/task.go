@@ -388,6 +388,10 @@ func (t *Task) ExpectInput(streamIdx int, partition int32) {
 	t.wms.Input(stream.InputID{Stream: streamIdx, Partition: partition}, t.rs.Streams[streamIdx].Watermark)
 }
 
+// MaxDLQRawBytes is how much of a Kafka record's value a DLQ record keeps
+// (base64): enough to find its producer, small enough for any broker.
+const MaxDLQRawBytes = 64 << 10
+
 // Tick moves the watermark as processing time passes with no input: an
 // input that has gone idle stops holding the task watermark back.
 func (t *Task) Tick() { t.advance(t.wms.Current()) }
@@ -452,8 +456,14 @@ func (t *Task) dlq(rec *Record, msg string) {
 	b = appendInt(b, "offset", rec.Offset)
 	b = appendStr(b, "error", msg)
 	if rec.Topic != "" {
-		// Kafka values are bytes, not necessarily UTF-8 text.
-		b = appendStr(b, "raw", base64.StdEncoding.EncodeToString([]byte(rec.Value)))
+		// Kafka values are bytes, not necessarily UTF-8 text. A huge one is
+		// cut so that its DLQ record stays under the broker's message size.
+		raw := rec.Value
+		if len(raw) > MaxDLQRawBytes {
+			raw = raw[:MaxDLQRawBytes]
+			b = appendInt(b, "raw_bytes", int64(len(rec.Value)))
+		}
+		b = appendStr(b, "raw", base64.StdEncoding.EncodeToString([]byte(raw)))
 	} else {
 		b = appendStr(b, "raw", rec.Raw)
 	}

@@ -310,7 +310,10 @@ func (s *Service) switchRules(ctx context.Context, v *RulesetVersion) {
 // a few seconds.
 func endOffset(ctx context.Context, adm *kadm.Client, topic string, part int32) (int64, error) {
 	var last error
-	for range 50 {
+	// A topic created a moment ago is often missing from the first answer
+	// (the client's metadata predates it): retry soon, then back off.
+	wait := 5 * time.Millisecond
+	for range 40 {
 		ends, err := adm.ListEndOffsets(ctx, topic)
 		if err == nil {
 			end, ok := ends.Lookup(topic, part)
@@ -326,8 +329,9 @@ func endOffset(ctx context.Context, adm *kadm.Client, topic string, part int32) 
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, 200*time.Millisecond)
 	}
 	return 0, fmt.Errorf("end offset of %s/%d: %w", topic, part, last)
 }

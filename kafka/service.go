@@ -255,6 +255,15 @@ func (s *Service) loadRules(ctx context.Context, seed []byte, seedExplicit bool)
 
 func (s *Service) producer() *kgo.Client { return s.rulesCl }
 
+// Close releases the clients of a Service whose Run was never called (Run
+// releases them itself).
+func (s *Service) Close() {
+	s.adm.Close()
+	if s.rulesCl != nil {
+		s.rulesCl.Close()
+	}
+}
+
 // Ruleset returns the ruleset version the tasks run (or are switching to).
 func (s *Service) Ruleset() *rules.Ruleset {
 	s.mu.Lock()
@@ -344,6 +353,10 @@ func (s *Service) Run(ctx context.Context) error {
 // of it: memory stays bounded and other tasks keep going.
 func (s *Service) poll(ctx context.Context) error {
 	paused := make(map[int32]time.Time) // task -> when its partitions paused
+	// Batches fetched for a task whose queue was full: held here (the
+	// task's partitions are paused, so this is at most one fetch's worth)
+	// while the other tasks go on.
+	held := make(map[*task][]*batch)
 	for {
 		select {
 		case err := <-s.fail:
@@ -353,8 +366,13 @@ func (s *Service) poll(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.resumeDrained(paused)
-		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		s.deliverHeld(held)
+		s.resumeDrained(paused, held)
+		wait := 200 * time.Millisecond
+		if len(held) > 0 {
+			wait = 5 * time.Millisecond // come back soon for the held batches
+		}
+		pctx, cancel := context.WithTimeout(ctx, wait)
 		fs := s.cl.PollRecords(pctx, 10_000)
 		cancel()
 		if fs.IsClientClosed() {
@@ -370,39 +388,58 @@ func (s *Service) poll(ctx context.Context) error {
 				return
 			}
 			s.setLag(ftp.Topic, ftp.Partition, ftp.HighWatermark-ftp.Records[len(ftp.Records)-1].Offset-1)
-			s.mu.Lock()
-			t := s.tasks[ftp.Partition]
-			s.mu.Unlock()
+			t := s.task(ftp.Partition)
 			if t == nil {
 				return // revoked meanwhile: the next owner reads it from its checkpoint
 			}
 			b := &batch{topic: ftp.Topic, records: ftp.Records}
-			select {
-			case t.in <- b:
-				return
-			default:
+			if len(held[t]) == 0 {
+				select {
+				case t.in <- b:
+					return
+				default:
+				}
 			}
-			// Full: pause this task's partitions, then wait for room for
-			// what was already fetched.
+			// Full: pause this task's partitions and hold the batch.
+			held[t] = append(held[t], b)
 			if _, ok := paused[t.part]; !ok {
 				paused[t.part] = time.Now()
 				s.cl.PauseFetchPartitions(s.partitionsOf(t.part))
-			}
-			select {
-			case t.in <- b:
-			case <-t.quit:
-			case <-ctx.Done():
 			}
 		})
 	}
 }
 
-func (s *Service) resumeDrained(paused map[int32]time.Time) {
+// deliverHeld hands held batches to their tasks, in order, as far as their
+// queues take them; batches of a task that stopped are dropped (its next
+// owner reads them from its checkpoint's offsets).
+func (s *Service) deliverHeld(held map[*task][]*batch) {
+	for t, bs := range held {
+		for len(bs) > 0 {
+			select {
+			case <-t.quit:
+				bs = nil
+				continue
+			case t.in <- bs[0]:
+				bs[0] = nil
+				bs = bs[1:]
+				continue
+			default:
+			}
+			break
+		}
+		if len(bs) == 0 {
+			delete(held, t)
+		} else {
+			held[t] = bs
+		}
+	}
+}
+
+func (s *Service) resumeDrained(paused map[int32]time.Time, held map[*task][]*batch) {
 	for p, since := range paused {
-		s.mu.Lock()
-		t := s.tasks[p]
-		s.mu.Unlock()
-		if t == nil || len(t.in) <= cap(t.in)/2 {
+		t := s.task(p)
+		if t == nil || len(held[t]) == 0 && len(t.in) <= cap(t.in)/2 {
 			delete(paused, p)
 			s.cl.ResumeFetchPartitions(s.partitionsOf(p))
 			s.cfg.Metrics.Backpressure(p, time.Since(since))

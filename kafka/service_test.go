@@ -199,9 +199,10 @@ func TestHotSwap(t *testing.T) {
 // partition, offset, error and the raw bytes in base64; the records after
 // them are processed.
 func TestBadInput(t *testing.T) {
-	_, addr := testService(t, rulesA)
+	_, addr := testService(t, rulesA, func(c *Config) { c.MaxRecordBytes = 80 << 10 })
 	c := newClient(t, addr)
-	bad := []string{"not json", `{"tx_id":"x","amount":1}`, "\xff\xfe"}
+	huge := `{"tx_id":"h","user_id":"u1","pad":"` + strings.Repeat("x", 100<<10) + `"}`
+	bad := []string{"not json", `{"tx_id":"x","amount":1}`, "\xff\xfe", huge}
 	for _, v := range bad {
 		c.produce("tx", "u1", v)
 	}
@@ -232,8 +233,15 @@ func TestBadInput(t *testing.T) {
 	}
 	for i, m := range got {
 		raw, _ := base64.StdEncoding.DecodeString(m["raw"].(string))
-		if m["topic"] != "tx" || m["stream"] != "tx" || m["offset"] != float64(i) || m["error"] == "" || string(raw) != bad[i] {
-			t.Errorf("DLQ record %d: %v (raw %q)", i, m, raw)
+		want := bad[i]
+		if len(want) > engine.MaxDLQRawBytes {
+			want = want[:engine.MaxDLQRawBytes]
+			if m["raw_bytes"] != float64(len(bad[i])) {
+				t.Errorf("DLQ record %d: raw_bytes %v, want %d", i, m["raw_bytes"], len(bad[i]))
+			}
+		}
+		if m["topic"] != "tx" || m["stream"] != "tx" || m["offset"] != float64(i) || m["error"] == "" || string(raw) != want {
+			t.Errorf("DLQ record %d: %.300v (raw %.100q)", i, m, raw)
 		}
 	}
 }

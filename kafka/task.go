@@ -202,11 +202,16 @@ func (t *task) recall(ctx context.Context) error {
 		return err
 	}
 	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	n := 0
 	for pos := from; pos < end; {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return err
+			return fmt.Errorf("reading back decisions %s/%d from %d to %d (at %d): %w", topic, part, from, end, pos, err)
+		}
+		if err := fs.Err0(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("reading back decisions %s/%d: %w", topic, part, err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			pos = r.Offset + 1
@@ -267,9 +272,7 @@ func (t *task) process(b *batch) {
 			Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), HasTimestamp: true,
 			Value: string(r.Value), Quiet: fromAPI(r)}
 		if len(r.Value) > max {
-			// The DLQ keeps the first max bytes: enough to find the producer.
 			rec.Err = fmt.Errorf("record of %d bytes exceeds the %d-byte limit", len(r.Value), max)
-			rec.Value = rec.Value[:max]
 		}
 		recs = append(recs, rec)
 	}

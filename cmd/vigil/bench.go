@@ -664,6 +664,9 @@ func benchReplayPhase(ctx context.Context, c benchConfig, rs *rules.Ruleset, wl 
 // it processed, reported as processed_at_stop (events + end markers).
 func benchKafkaPhase(ctx context.Context, c benchConfig, brokers []string, dir string, wl *benchWorkloadData,
 	markers map[topicPartition]int64, log *slog.Logger) (*benchKafka, error) {
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(400)) // as vigil serve sets it
+	}
 	title := phaseTitles[phaseKafka]
 	pctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -925,6 +928,9 @@ const latencySuffix = ".bench-latency"
 // a consumer of the decisions topic notes when each transaction id's first
 // decision arrives. Latency is arrival − send of every transaction id.
 func benchLatencyPhase(ctx context.Context, c benchConfig, brokers []string, dir string, log *slog.Logger) (*benchLatency, error) {
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(400)) // as vigil serve sets it
+	}
 	title := phaseTitles[phaseLatency]
 	bound := c.latencyDuration + c.timeout
 	pctx, cancel := context.WithTimeout(ctx, bound)
