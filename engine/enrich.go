@@ -171,3 +171,10 @@ func (en *Enricher) close() {
 		eo.wg.Wait()
 	}
 }
+
+// EnrichmentStats calls fn with each enrichment's counters.
+func (en *Enricher) EnrichmentStats(fn func(name string, st asyncio.Stats)) {
+	for _, eo := range en.ops {
+		fn(eo.e.Name, eo.op.Stats())
+	}
+}

@@ -261,3 +261,17 @@ func (h *dueHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return e
 }
+
+// PatternStats calls fn with each pattern's open partial matches (summed
+// over keys) and the partial matches its cap has dropped so far. It walks
+// every key of the pattern: call it now and then, not per event.
+func (t *Task) PatternStats(fn func(pattern string, partials int, dropped int64)) {
+	for _, op := range t.patterns {
+		n, dropped := 0, op.dropped
+		for _, pk := range op.keys {
+			n += pk.state.Len()
+			dropped += pk.state.Dropped()
+		}
+		fn(op.p.Name, n, dropped)
+	}
+}

@@ -398,12 +398,16 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tel.Shutdown(context.Background())
-	_, addr := testService(t, rulesB, func(c *Config) { c.Metrics = tel.Metrics() })
+	_, addr := testService(t, rulesB+`
+patterns:
+  two: {stream: tx, steps: [{name: a, where: amount == 5}, {name: b, where: amount == 99}]}
+`, func(c *Config) { c.Metrics = tel.Metrics() })
 	c := newClient(t, addr)
 	c.produce("tx", "u1", `{"tx_id":"m1","user_id":"u1","amount":5,"ts":1000}`)
 	c.produce("tx", "u1", `not json`)
 	c.produce("tx", "u1", `{"tx_id":"m2","user_id":"u1","amount":6,"ts":2000}`)
 	c.decision("m2")
+	time.Sleep(gaugeEvery + 500*time.Millisecond) // the partial-match gauge is reported every gaugeEvery
 	rec := httptest.NewRecorder()
 	tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()
@@ -416,6 +420,7 @@ func TestMetrics(t *testing.T) {
 		`vigil_records_out_total{kind="decision"} 2`,
 		`vigil_decision_latency_seconds_count{source="kafka"} 2`,
 		`vigil_watermark_ms{task="`,
+		`vigil_partial_matches{pattern="two"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vigil-cep/vigil/asyncio"
 	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/state"
@@ -43,12 +44,14 @@ type task struct {
 	restored bool
 	lastCkpt time.Time
 
-	switchRS  atomic.Pointer[rules.Ruleset] // a version to switch to before the next event
-	switchSig chan struct{}
-	calls     chan func()  // API requests, run on the task's goroutine between events
-	capture   *apiDecide   // the API request whose event is being processed
-	arrived   time.Time    // the timestamp of the Kafka record being processed
-	watermark atomic.Int64 // the engine's, for the metrics goroutine
+	switchRS   atomic.Pointer[rules.Ruleset] // a version to switch to before the next event
+	switchSig  chan struct{}
+	calls      chan func() // API requests, run on the task's goroutine between events
+	capture    *apiDecide  // the API request whose event is being processed
+	arrived    time.Time   // the timestamp of the Kafka record being processed
+	lastGauges time.Time
+	reported   map[string]int64 // the values reportGauges last sent
+	watermark  atomic.Int64     // the engine's, for the metrics goroutine
 
 	inflight   sync.WaitGroup // produced records not yet acknowledged
 	saving     sync.Mutex     // held while a checkpoint is being saved
@@ -241,6 +244,9 @@ func (t *task) run() {
 		case <-tick.C:
 			t.eng.Tick() // idleness is measured on the wall clock
 			t.watermark.Store(t.eng.Watermark())
+			if time.Since(t.lastGauges) >= gaugeEvery {
+				t.reportGauges()
+			}
 			if time.Since(t.lastCkpt) >= t.s.cfg.CheckpointInterval {
 				if err := t.checkpoint(context.Background(), true); err != nil {
 					t.err = err
@@ -379,6 +385,45 @@ func (s *Service) topicOf(k engine.Kind) string {
 		return s.cfg.Topics.Late
 	}
 	return s.cfg.Topics.DLQ
+}
+
+// gaugeEvery is how often a task reports the metrics that cost a walk over
+// its keys (partial matches) or a look at its enrichments.
+const gaugeEvery = 5 * time.Second
+
+// reportGauges sends the changes since the last report: partial matches per
+// pattern and the enrichments' in-flight lookups, timeouts and fallbacks.
+func (t *task) reportGauges() {
+	t.lastGauges = time.Now()
+	m := t.s.cfg.Metrics
+	if m == nil {
+		return
+	}
+	if t.reported == nil {
+		t.reported = make(map[string]int64)
+	}
+	delta := func(key string, now int64) int64 {
+		d := now - t.reported[key]
+		t.reported[key] = now
+		return d
+	}
+	t.eng.PatternStats(func(p string, partials int, dropped int64) {
+		m.PartialMatches(p, delta("partials/"+p, int64(partials)))
+		if d := delta("dropped/"+p, dropped); d > 0 {
+			m.PartialsDropped(p, d)
+		}
+	})
+	if t.enr != nil {
+		t.enr.EnrichmentStats(func(e string, st asyncio.Stats) {
+			m.AsyncInflight(delta("inflight/"+e, st.InFlight))
+			for range delta("timeouts/"+e, st.Timeouts) {
+				m.AsyncTimeout(e)
+			}
+			for range delta("fallbacks/"+e, st.Fallbacks) {
+				m.AsyncFallback(e)
+			}
+		})
+	}
 }
 
 // checkpoint snapshots the task once every output produced so far is
