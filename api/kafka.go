@@ -66,7 +66,7 @@ func (b ServiceBackend) Decide(ctx context.Context, stream string, body []byte) 
 	if err != nil {
 		return nil, false, mapError(err)
 	}
-	return &Decision{Record: res.Decision}, res.Replay, nil
+	return &Decision{Record: res.Decision, Features: res.Features}, res.Replay, nil
 }
 
 // Decision implements Backend.

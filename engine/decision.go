@@ -9,6 +9,7 @@ import (
 
 // hit is one rule's contribution to a decision: a match, or a run-time error.
 type hit struct {
+	ri     int // the rule's index
 	rule   *rules.Rule
 	reason string
 	err    string
@@ -28,7 +29,7 @@ func (t *Task) decide(st *rules.Stream, id string, ks *keyState, ts int64, field
 		r := t.rs.Rules[ri]
 		if err != nil {
 			t.stats.RuleErrors++
-			hits = append(hits, hit{rule: r, err: err.Error()})
+			hits = append(hits, hit{ri: ri, rule: r, err: err.Error()})
 			continue
 		}
 		if !ok {
@@ -37,9 +38,12 @@ func (t *Task) decide(st *rules.Stream, id string, ks *keyState, ts int64, field
 		reason, err := t.ev.Reason(ri, fields)
 		if err != nil {
 			t.stats.RuleErrors++
-			hits = append(hits, hit{rule: r, err: "reason: " + err.Error()})
+			hits = append(hits, hit{ri: ri, rule: r, err: "reason: " + err.Error()})
 		}
-		hits = append(hits, hit{rule: r, reason: reason})
+		hits = append(hits, hit{ri: ri, rule: r, reason: reason})
+		if t.explain != nil {
+			t.explain[r.Name] = t.ev.Explain(ri, fields)
+		}
 	}
 	t.cur = nil
 	t.hits = hits
@@ -173,4 +177,18 @@ func (t *Task) recalled(st *rules.Stream, id string, hasID bool) ([]byte, bool) 
 		delete(t.recall, k)
 	}
 	return b, ok
+}
+
+// Explain makes the next decisions record, per matched rule, the values of
+// the features its condition compares (rules.Evaluator.Explain), until
+// Explained takes them. It costs an evaluation per feature: the decision
+// API asks for it, the stream path does not.
+func (t *Task) Explain() { t.explain = make(map[string]map[string]any) }
+
+// Explained returns what the decisions since Explain recorded and stops
+// recording.
+func (t *Task) Explained() map[string]map[string]any {
+	e := t.explain
+	t.explain = nil
+	return e
 }

@@ -93,12 +93,13 @@ type Task struct {
 	curTime   int64
 	lastSweep int64
 
-	buf    []byte
-	hits   []hit
-	stats  Stats
-	recall map[recallKey][]byte // decisions emitted before a restore (Recall)
-	info   DecisionInfo         // scratch for Output.Decision
-	due    pendingHeap          // decide: watermark events waiting for the watermark
+	buf     []byte
+	hits    []hit
+	stats   Stats
+	recall  map[recallKey][]byte      // decisions emitted before a restore (Recall)
+	info    DecisionInfo              // scratch for Output.Decision
+	explain map[string]map[string]any // rule -> feature -> value, while explaining (Explain)
+	due     pendingHeap               // decide: watermark events waiting for the watermark
 }
 
 // keyState is what a task keeps per key. The key string is a copy owned

@@ -41,6 +41,7 @@ func fromAPI(r *kgo.Record) bool {
 type apiDecide struct {
 	id       string
 	decision []byte
+	features map[string]map[string]any
 	acks     sync.WaitGroup
 	failed   atomic.Pointer[error]
 }
@@ -56,6 +57,9 @@ func (r *apiDecide) ack(err error) {
 type DecideResult struct {
 	Decision []byte
 	Replay   bool // the id was known: the stored decision
+	// Features holds, per matched rule, the values of what its condition
+	// compares (explainability); nil for a replayed decision.
+	Features map[string]map[string]any
 }
 
 // Decide evaluates one event of a decided stream at once against the state
@@ -127,7 +131,9 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (r
 		}
 		req := &apiDecide{id: rec.ID}
 		t.capture = req
+		t.eng.Explain()
 		t.eng.Process(&rec)
+		req.features = t.eng.Explained()
 		t.capture = nil
 		// The event itself, on its input partition, marked so that the
 		// task, reading it back with the id already known, re-emits
@@ -169,7 +175,7 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (r
 	if a.req.decision == nil {
 		return nil, errors.New("the event produced no decision") // a DLQ'd event: rec.Err was nil, so a rule run error
 	}
-	return &DecideResult{Decision: a.req.decision}, nil
+	return &DecideResult{Decision: a.req.decision, Features: a.req.features}, nil
 }
 
 // Decision returns the decision of id held by one of this instance's tasks.

@@ -30,7 +30,8 @@ type Evaluator struct {
 	nfas          []*cep.NFA  // per pattern, conditions bound to this evaluator
 	joinWhere     []program   // per join
 	joinSel       []program
-	enrichKey     []program // per enrichment
+	enrichKey     []program         // per enrichment
+	features      map[int][]program // per rule, compiled by Explain on first use
 
 	partial     cep.Partial // the partial match a step condition is extending
 	partialOf   *Pattern

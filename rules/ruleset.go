@@ -127,6 +127,8 @@ type Rule struct {
 	Mode   Mode
 	when   exprSource
 	reason *exprSource
+	// features are the sub-expressions of when that Explain evaluates.
+	features []*exprSource
 }
 
 // LoadOption configures Load and Compile.
@@ -451,6 +453,8 @@ func (c *compiler) compileRules(fail func(string, error)) {
 		var err error
 		if _, r.when.refs, err = c.compile(&r.when, &Context{}); err != nil {
 			fail(r.when.path, err)
+		} else {
+			r.features = ruleFeatures(&r.when)
 		}
 		if spec.Reason != "" {
 			r.reason = &exprSource{src: string(spec.Reason), path: path + ".reason", scope: scopeRule, stream: idx, kind: reflect.Interface}

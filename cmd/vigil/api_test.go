@@ -113,6 +113,11 @@ rules:
 	if got := gw.decide("a3", 5); got != "block" {
 		t.Fatalf("the decision after creating the rule: %s, want block", got)
 	}
+	// Explainability: what the matched rule compared.
+	if resp, body := gw.do("POST", "/v1/decisions?stream=tx", `{"tx_id":"a3b","user_id":"u1","amount":5,"ts":9}`); resp.StatusCode != 200 ||
+		!strings.Contains(body, `"features":{"fives":{"amount":5}}`) {
+		t.Errorf("decision features: %d %s", resp.StatusCode, body)
+	}
 	resp, body = admin.do("POST", "/v1/rules/fives/rollback", `{"version":1}`, "If-Match", resp.Header.Get("ETag"))
 	if resp.StatusCode != 204 { // absent in version 1: rolled back means deleted
 		t.Fatalf("rollback: %d %s", resp.StatusCode, body)
@@ -130,7 +135,7 @@ rules:
 		t.Fatalf("audit: %d %s", resp.StatusCode, body)
 	}
 	if resp, body := (&apiClient{t: t, base: base}).do("GET", "/metrics", ""); resp.StatusCode != 200 ||
-		!strings.Contains(body, `vigil_decision_latency_seconds_count{source="api"} 4`) {
+		!strings.Contains(body, `vigil_decision_latency_seconds_count{source="api"} 5`) {
 		t.Errorf("/metrics: %d\n%s", resp.StatusCode, body)
 	}
 }

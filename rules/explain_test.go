@@ -1,0 +1,63 @@
+package rules
+
+import (
+	"os"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestExplain: a rule's features are the non-literal operands of its
+// comparisons, evaluated in the rule's context.
+func TestExplain(t *testing.T) {
+	src, err := os.ReadFile("../examples/fraud.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := Load(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got = map[string][]string{}
+	for _, r := range rs.Rules {
+		for _, f := range r.features {
+			got[r.Name] = append(got[r.Name], f.src)
+		}
+	}
+	want := map[string][]string{
+		"many_ips":       {`len(uniq(map(history("transactions", "5m"), .ip)))`},
+		"card_testing":   {`count(history("transactions", "1m"), .amount <= 2)`},
+		"ato_spend":      {`amount`, `count(history("logins", "30m"), .status == "FAILED")`, `any(history("devices", "30m"), .event == "new_device")`},
+		"large_amount":   {`amount`},
+		"takeover_spend": {`amount`, `len(history("ato", "30m"))`},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("features (-want +got):\n%s", diff)
+	}
+	tIdx := rs.streamIndex["transactions"]
+	preds := len(rs.Streams[tIdx].predicates)
+	var hist []any
+	var marks []Mark
+	ev, err := rs.NewEvaluator(func(stream int, window int64) ([]any, []Mark) { return hist, marks })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := map[string]any{"amount": 1.5, "ip": "a"}
+	hist = []any{map[string]any{"amount": 1.0, "ip": "a"}, map[string]any{"amount": 3.0, "ip": "b"}, tx}
+	for _, h := range hist {
+		marks = append(marks, ev.Mark(tIdx, h.(map[string]any)))
+	}
+	idx := map[string]int{}
+	for i, r := range rs.Rules {
+		idx[r.Name] = i
+	}
+	if got := ev.Explain(idx["card_testing"], tx); got[`count(history("transactions", "1m"), .amount <= 2)`] != 2 {
+		t.Errorf("card_testing features: %v", got)
+	}
+	if got := ev.Explain(idx["many_ips"], tx); got[`len(uniq(map(history("transactions", "5m"), .ip)))`] != 2 {
+		t.Errorf("many_ips features: %v", got)
+	}
+	if len(rs.Streams[tIdx].predicates) != preds {
+		t.Errorf("Explain registered new element predicates: %d, was %d", len(rs.Streams[tIdx].predicates), preds)
+	}
+}
