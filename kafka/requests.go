@@ -109,6 +109,9 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (r
 	reply := make(chan answer, 1)
 	call := func() {
 		if t.rs != rs {
+			t.applySwitch() // a version published a moment ago: switch now, between events
+		}
+		if t.rs != rs {
 			reply <- answer{err: fmt.Errorf("%w: the ruleset changed, retry", ErrSaturated)}
 			return
 		}

@@ -68,8 +68,6 @@ func newRulesLog() *rulesLog {
 func (l *rulesLog) apply(r *kgo.Record) (*RulesetVersion, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	defer l.cond.Broadcast()
-	l.pos = r.Offset + 1
 	var v RulesetVersion
 	err := json.Unmarshal(r.Value, &v)
 	if err == nil && v.Number != int64(len(l.versions))+1 {
@@ -87,6 +85,15 @@ func (l *rulesLog) apply(r *kgo.Record) (*RulesetVersion, error) {
 	return &v, nil
 }
 
+// done records that the record at off has been applied (the service runs
+// what it accepted): publishers waiting on it learn their outcome.
+func (l *rulesLog) done(off int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pos = off + 1
+	l.cond.Broadcast()
+}
+
 func (l *rulesLog) current() *RulesetVersion {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -102,8 +109,8 @@ func (l *rulesLog) all() []*RulesetVersion {
 	return slices.Clone(l.versions)
 }
 
-// outcome waits until the log has read offset off, then says whether the
-// proposal with key was accepted.
+// outcome waits until the record at offset off has been applied, then says
+// whether the proposal with key was accepted.
 func (l *rulesLog) outcome(ctx context.Context, off int64, key string) (*RulesetVersion, error) {
 	stop := context.AfterFunc(ctx, func() {
 		l.mu.Lock()
@@ -157,7 +164,10 @@ func readRulesLog(ctx context.Context, brokers []string, adm *kadm.Client, topic
 		if err := rctx.Err(); err != nil {
 			return nil, fmt.Errorf("reading rules topic %s: %w", topic, err)
 		}
-		fs.EachRecord(func(r *kgo.Record) { l.apply(r) })
+		fs.EachRecord(func(r *kgo.Record) {
+			l.apply(r)
+			l.done(r.Offset)
+		})
 	}
 	return l, nil
 }
@@ -259,6 +269,7 @@ func (s *Service) watchRules(ctx context.Context) {
 	defer cl.Close()
 	for ctx.Err() == nil {
 		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			defer s.rulesLog.done(r.Offset) // after the switch: Publish returns once it runs
 			v, err := s.rulesLog.apply(r)
 			if err != nil {
 				s.log.Error("refused a ruleset proposal on the rules topic; the running version stays",
