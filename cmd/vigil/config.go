@@ -53,8 +53,9 @@ func envName(name string) string {
 // off, as --http "" does). An unknown key in the config file is an error that
 // names it, so that a renamed flag breaks a config loudly; a VIGIL_* variable
 // that is no flag's is reported on fs.Output() but not an error, since the
-// environment is shared with other programs. Errors name the variable or
-// file, the key and the flag; several are joined.
+// environment is shared with other programs. A value in the file for a flag
+// that the command line or the environment sets is not parsed. Errors name
+// the variable or file, the key and the flag; several are joined.
 func applyConfig(fs *flag.FlagSet, environ []string) error {
 	env := map[string]string{}
 	for _, kv := range environ {
@@ -62,7 +63,6 @@ func applyConfig(fs *flag.FlagSet, environ []string) error {
 			env[name] = value // the last one wins, as in getenv
 		}
 	}
-	lookupEnv := func(name string) (string, bool) { v, ok := env[name]; return v, ok }
 	onCommandLine := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
 
@@ -70,7 +70,7 @@ func applyConfig(fs *flag.FlagSet, environ []string) error {
 	var file map[string]configValue
 	var path string
 	if fs.Lookup(configFlag) != nil {
-		if v, ok := lookupEnv(envName(configFlag)); ok && !onCommandLine[configFlag] {
+		if v, ok := env[envName(configFlag)]; ok && !onCommandLine[configFlag] {
 			if err := fs.Set(configFlag, v); err != nil {
 				return fmt.Errorf("%s: %w", envName(configFlag), err)
 			}
@@ -91,7 +91,7 @@ func applyConfig(fs *flag.FlagSet, environ []string) error {
 		if onCommandLine[f.Name] || f.Name == configFlag {
 			return
 		}
-		if v, ok := lookupEnv(name); ok {
+		if v, ok := env[name]; ok {
 			if err := fs.Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Errorf("%s: invalid value %q for flag --%s: %w", name, v, f.Name, err))
 			}

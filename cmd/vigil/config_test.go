@@ -52,7 +52,7 @@ func writeConfig(t *testing.T, name, src string) string {
 	return path
 }
 
-func TestEnvName(t *testing.T) {
+func TestConfigEnvName(t *testing.T) {
 	for name, want := range map[string]string{
 		"brokers":             "VIGIL_BROKERS",
 		"checkpoint-interval": "VIGIL_CHECKPOINT_INTERVAL",
@@ -375,8 +375,8 @@ func renderConfigDoc(flags []helpFlag) string {
 <!-- Generated from ` + "`vigil serve --help`" + ` by cmd/vigil/config_test.go; do not edit.
      Regenerate: go test ./cmd/vigil -run TestConfigDoc -update-config-doc -->
 
-Every flag of ` + "`vigil serve`" + ` can be given three ways. For each flag the first
-source that sets it wins:
+Every flag of ` + "`vigil serve`" + ` can also be set from the environment or a config
+file. For each flag the first source that sets it wins:
 
 1. the command line: ` + "`vigil serve --checkpoint-interval 5s`" + `;
 2. an environment variable: ` + "`VIGIL_`" + ` and the flag name upper-cased with ` + "`-`" + `
