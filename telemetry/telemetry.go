@@ -217,6 +217,7 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 const (
 	AttrStream     = attribute.Key("vigil.stream")
 	AttrDecisionID = attribute.Key("vigil.decision.id")
+	AttrAction     = attribute.Key("vigil.decision.action")
 )
 
 // StartDecision starts a span "decide" for the decision of the event of

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -137,5 +140,48 @@ rules:
 	if resp, body := (&apiClient{t: t, base: base}).do("GET", "/metrics", ""); resp.StatusCode != 200 ||
 		!strings.Contains(body, `vigil_decision_latency_seconds_count{source="api"} 5`) {
 		t.Errorf("/metrics: %d\n%s", resp.StatusCode, body)
+	}
+}
+
+// TestServeTracesDecisions: with OTEL_EXPORTER_OTLP_ENDPOINT set, an API
+// decision is exported as a "decide" span carrying the transaction id.
+func TestServeTracesDecisions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	var mu sync.Mutex
+	var got []byte
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, b...)
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer collector.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	p, line := startVigil(t, "vigil serving", "serve", "--kafka-listen", "127.0.0.1:0", "--data-dir", t.TempDir())
+	c := &apiClient{t: t, base: strings.TrimSuffix(lastField(line), ")")}
+	for i := 0; ; i++ {
+		if resp, _ := c.do("GET", "/readyz", ""); resp.StatusCode == 200 {
+			break
+		}
+		if i == 300 {
+			t.Fatal("/readyz not 200 after 30s")
+		}
+		time.Sleep(100 * time.Millisecond) // polling the service's group join
+	}
+	if resp, body := c.do("POST", "/v1/decisions?stream=transactions", `{"tx_id":"traced-tx-1","user_id":"u1","amount":5,"ts":1}`); resp.StatusCode != 200 {
+		t.Fatalf("decision: %d %s", resp.StatusCode, body)
+	}
+	p.cmd.Process.Signal(os.Interrupt) // shutdown flushes the spans
+	p.cmd.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, want := range []string{"decide", "vigil.decision.id", "traced-tx-1", "POST /v1/decisions"} {
+		if !bytes.Contains(got, []byte(want)) {
+			t.Errorf("exported spans lack %q (%d bytes received)", want, len(got))
+		}
 	}
 }

@@ -139,7 +139,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 			return ""
 		})
-		h, err := api.New(api.ServiceBackend{S: svc}, apiOpts)
+		h, err := api.New(tracedBackend{api.ServiceBackend{S: svc}, tel}, apiOpts)
 		if err != nil {
 			return err
 		}
