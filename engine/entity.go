@@ -108,10 +108,10 @@ func (t *Task) Entity(key string, q EntityQuery) *EntityView {
 			continue
 		}
 		scanned := 0
-		for j := len(s.order) - 1; j >= s.head && scanned < maxDecisionScan && len(v.Decisions) < q.Decisions; j-- {
+		for j := s.end() - 1; j >= s.head && scanned < maxDecisionScan && len(v.Decisions) < q.Decisions; j-- {
 			scanned++
-			id := s.order[j]
-			if e, ok := s.byID[id]; ok && e.key == key && e.pending == nil {
+			id := s.at(j).id
+			if e, ok := s.get(id); ok && e.key == key && e.pending == nil {
 				d, _, _, _ := t.Lookup(si, id)
 				v.Decisions = append(v.Decisions, d)
 			}

@@ -17,9 +17,18 @@ type history struct {
 	marks  []rules.Mark
 }
 
+// historyCap is the capacity a key's history starts with.
+const historyCap = 4
+
 // add inserts an event, keeping time order. Events mostly arrive in order, so
 // the search starts from the end.
 func (h *history) add(t int64, v any, m rules.Mark) {
+	if cap(h.times) == 0 {
+		// Most keys keep a few events: room for them at once saves the
+		// three slices growing through capacities 1 and 2 (six allocations
+		// and copies on the hot path).
+		h.times, h.values, h.marks = make([]int64, 0, historyCap), make([]any, 0, historyCap), make([]rules.Mark, 0, historyCap)
+	}
 	i := len(h.times)
 	for i > 0 && h.times[i-1] > t {
 		i--

@@ -198,15 +198,12 @@ func (t *Task) encodeSeen(e *codec.Encoder) {
 			continue
 		}
 		e.Int(i)
-		live := make([]string, 0, len(s.byID))
-		for _, id := range s.order[s.head:] {
-			if _, ok := s.byID[id]; ok {
-				live = append(live, id)
-			}
+		n := 0
+		for range s.all {
+			n++
 		}
-		e.Int(len(live))
-		for _, id := range live {
-			en := s.byID[id]
+		e.Int(n)
+		for id, en := range s.all {
 			e.String(id)
 			e.String(en.key)
 			e.Varint(en.time)
@@ -379,9 +376,8 @@ func (t *Task) Restore(data []byte) error {
 		p.stream = o.now
 		heap.Push(&t.due, p)
 		if s := t.seen[p.stream]; s != nil {
-			if e, ok := s.get(p.id); ok {
+			if e := s.ref(p.id); e != nil {
 				e.pending = p
-				s.byID[p.id] = e
 			}
 		}
 	}

@@ -286,6 +286,11 @@ func decodeObject(text string) (map[string]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("value is not JSON: %w", err)
 	}
+	return objectOf(v)
+}
+
+// objectOf returns a decoded value that must be an object.
+func objectOf(v any) (map[string]any, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("value must be a JSON object, not %s", jsonKind(v))

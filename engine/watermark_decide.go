@@ -61,11 +61,10 @@ func (t *Task) decideDue(wm int64) {
 			stored = t.decide(st, p.id, ks, p.time, p.fields)
 		}
 		if s := t.seen[p.stream]; s != nil {
-			if e, ok := s.get(p.id); ok && e.pending == p {
+			if e := s.ref(p.id); e != nil && e.pending == p {
 				e.pending, e.decision = nil, stored
-				s.byID[p.id] = e
 				for range p.repeats {
-					t.reemit(st, p.id, e)
+					t.reemit(st, p.id, *e)
 				}
 			}
 		}

@@ -338,11 +338,17 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 		fnDistinct: func(args ...any) (any, error) {
 			rows, _ := ctx.History(args[0].(int), int64(args[1].(int)))
 			field := args[2].(string)
+			fr := stream.NewFieldReader(field) // the rows share their names: find field once
 			var seen [16]any
 			distinct := seen[:0]
 		next:
 			for _, r := range rows {
-				v := fieldOf(r, field)
+				var v any
+				if row, ok := r.(*stream.Row); ok {
+					v, _ = fr.Get(row)
+				} else {
+					v = fieldOf(r, field)
+				}
 				vs, isStr := v.(string)
 				for _, d := range distinct {
 					if ds, ok := d.(string); ok && isStr {

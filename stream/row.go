@@ -8,16 +8,20 @@ import "unsafe"
 // small row keeps its values and their string bytes inside itself: scanning a
 // key's history touches one allocation per event, which is what makes
 // history features fast. Rows are immutable.
+//
+// A Row is 128 bytes, a size class whose objects start on a cache line: a
+// scan reads names and then a value of inline from the same line (they come
+// first for that), and a string of bytes from the next one.
 type Row struct {
 	names  []string // shared by every row of a stream
-	vals   []any    // inline[:n], or a separate slice for wide rows
 	inline [rowInline]any
+	vals   []any          // inline[:n], or a separate slice for wide rows
 	bytes  [rowBytes]byte // string values that fit, copied here
 }
 
 const (
 	rowInline = 3
-	rowBytes  = 40
+	rowBytes  = 32
 )
 
 // NewRow builds a row from fields, keeping names (in that order) and copying
@@ -70,4 +74,49 @@ func (r *Row) Get(name string) (any, bool) {
 		}
 	}
 	return nil, false
+}
+
+// FieldReader reads one field from many rows, finding the field's position
+// once per set of names instead of once per row: the rows of a stream share
+// their names slice, so a scan over a key's history (a distinct count, say)
+// compares names once, not at every row. The zero value is not usable; make
+// one with NewFieldReader. Not safe for concurrent use.
+type FieldReader struct {
+	name  string
+	names []string // the names of the last row read
+	i     int      // the position of name in names, or -1
+}
+
+// NewFieldReader returns a reader of field name.
+func NewFieldReader(name string) FieldReader { return FieldReader{name: name, i: -1} }
+
+// Get returns what r.Get(f's name) does.
+func (f *FieldReader) Get(r *Row) (any, bool) {
+	if !sameSlice(r.names, f.names) {
+		f.names, f.i = r.names, -1
+		for i, n := range r.names {
+			if n == f.name {
+				f.i = i
+				break
+			}
+		}
+	}
+	if f.i < 0 {
+		return nil, false
+	}
+	var v any
+	if len(f.names) <= rowInline {
+		v = r.inline[f.i] // where vals points for a narrow row; saves reading vals
+	} else {
+		v = r.vals[f.i]
+	}
+	if _, ok := v.(absent); ok {
+		return nil, false
+	}
+	return v, true
+}
+
+// sameSlice reports whether a and b are the same slice (not merely equal).
+func sameSlice(a, b []string) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxDepth is the deepest nesting of arrays and objects Decode accepts.
@@ -102,9 +103,29 @@ type decoder struct {
 	s     string
 	depth int
 	elems []any
-	kvs   []member[any]
-	buf   []byte // scratch for unescaping strings
+	kvs   []objMember
+	strs  []string       // string members of the objects being decoded
+	nums  []float64      // number members of the objects being decoded
+	buf   []byte         // scratch for unescaping strings
+	into  map[string]any // where the top-level object goes (DecodePrefixInto)
 }
+
+// objMember is one member of an object being decoded: its value in v, or,
+// for a string or number, its index in the decoder's strs or nums stack.
+type objMember struct {
+	k    string
+	v    any
+	kind memberKind
+	idx  int
+}
+
+type memberKind uint8
+
+const (
+	memberAny memberKind = iota // the value is v
+	memberStr                   // strs[idx]
+	memberNum                   // nums[idx]
+)
 
 var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
 
@@ -112,19 +133,21 @@ var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
 // does not pin memory for good.
 const maxPooledStack = 1 << 12
 
-func decodePrefix(s string) (any, int, error) {
+func decodePrefix(s string, into map[string]any) (any, int, error) {
 	d := decoderPool.Get().(*decoder)
-	d.s = s
+	d.s, d.into = s, into
 	v, n, err := d.value(skipSpace(s, 0))
 	if err != nil {
 		// The error unwound past the frames that pop the stacks.
 		clear(d.elems)
 		clear(d.kvs)
-		d.elems, d.kvs, d.depth = d.elems[:0], d.kvs[:0], 0
+		clear(d.strs)
+		d.elems, d.kvs, d.strs, d.nums, d.depth = d.elems[:0], d.kvs[:0], d.strs[:0], d.nums[:0], 0
 		v, n = nil, 0
 	}
-	d.s = ""
-	if cap(d.elems) <= maxPooledStack && cap(d.kvs) <= maxPooledStack && cap(d.buf) <= 16*maxPooledStack {
+	d.s, d.into = "", nil
+	if cap(d.elems) <= maxPooledStack && cap(d.kvs) <= maxPooledStack && cap(d.strs) <= maxPooledStack &&
+		cap(d.nums) <= maxPooledStack && cap(d.buf) <= 16*maxPooledStack {
 		decoderPool.Put(d)
 	}
 	return v, n, err
@@ -135,7 +158,7 @@ func decodePrefix(s string) (any, int, error) {
 // (A string holding invalid UTF-8 is copied too, to replace it with U+FFFD.)
 // An error is a *SyntaxError.
 func Decode(s string) (any, error) {
-	v, n, err := decodePrefix(s)
+	v, n, err := decodePrefix(s, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +173,15 @@ func Decode(s string) (any, error) {
 // the first byte that cannot continue it: "12]" yields 12 and n == 2. On error
 // n is 0 and err is a *SyntaxError.
 func DecodePrefix(s string) (v any, n int, err error) {
-	return decodePrefix(s)
+	return decodePrefix(s, nil)
+}
+
+// DecodePrefixInto is DecodePrefix, except that when the value is an object
+// its members go into m, which must be empty, instead of a new map: a caller
+// that knows when its maps die can recycle them. m is not used when nil, when
+// the value is not an object, or when the object is mostly duplicate keys.
+func DecodePrefixInto(s string, m map[string]any) (v any, n int, err error) {
+	return decodePrefix(s, m)
 }
 
 // Skip validates the first JSON value in s without building it and returns the bytes consumed (like DecodePrefix).
@@ -257,6 +288,11 @@ func (d *decoder) value(i int) (any, int, error) {
 }
 
 // object decodes the object at s[i] == '{'.
+//
+// Its string and number members are boxed from one []string and one
+// []float64 allocated for the whole object (see boxString), rather than one
+// allocation each: a typical event is an object of a dozen such members, and
+// these allocations were most of the cost of decoding it.
 func (d *decoder) object(i int) (any, int, error) {
 	if d.depth >= MaxDepth {
 		return nil, 0, syntaxError(i, msgDepth)
@@ -268,7 +304,7 @@ func (d *decoder) object(i int) (any, int, error) {
 		d.depth--
 		return map[string]any{}, i + 1, nil
 	}
-	base := len(d.kvs)
+	base, sbase, nbase := len(d.kvs), len(d.strs), len(d.nums)
 	for {
 		if i >= len(s) || s[i] != '"' {
 			return nil, 0, expected(s, i, msgKey)
@@ -280,11 +316,36 @@ func (d *decoder) object(i int) (any, int, error) {
 		if i = skipSpace(s, j); i >= len(s) || s[i] != ':' {
 			return nil, 0, expected(s, i, msgColon)
 		}
-		v, j, err := d.value(skipSpace(s, i+1))
-		if err != nil {
-			return nil, 0, err
+		i = skipSpace(s, i+1)
+		var c byte
+		if i < len(s) {
+			c = s[i]
 		}
-		d.kvs = append(d.kvs, member[any]{k, v})
+		switch {
+		case c == '"':
+			var str string
+			str, j, err = d.str(i)
+			if err != nil {
+				return nil, 0, err
+			}
+			d.kvs = append(d.kvs, objMember{k: k, kind: memberStr, idx: len(d.strs)})
+			d.strs = append(d.strs, str)
+		case c == '-' || '0' <= c && c <= '9':
+			var f float64
+			f, j, err = number(s, i)
+			if err != nil {
+				return nil, 0, err
+			}
+			d.kvs = append(d.kvs, objMember{k: k, kind: memberNum, idx: len(d.nums)})
+			d.nums = append(d.nums, f)
+		default:
+			var v any
+			v, j, err = d.value(i)
+			if err != nil {
+				return nil, 0, err
+			}
+			d.kvs = append(d.kvs, objMember{k: k, v: v})
+		}
 		if i = skipSpace(s, j); i < len(s) && s[i] == ',' {
 			i = skipSpace(s, i+1)
 			continue
@@ -295,22 +356,50 @@ func (d *decoder) object(i int) (any, int, error) {
 		return nil, 0, expected(s, i, msgObjectSep)
 	}
 	members := d.kvs[base:]
-	m := make(map[string]any, len(members))
+	var strs []string
+	var nums []float64
+	if n := len(d.strs) - sbase; n > 0 {
+		strs = make([]string, n)
+		copy(strs, d.strs[sbase:])
+	}
+	if n := len(d.nums) - nbase; n > 0 {
+		nums = make([]float64, n)
+		copy(nums, d.nums[nbase:])
+	}
+	var m map[string]any
+	reused := d.depth == 1 && d.into != nil // the top-level object of DecodePrefixInto
+	if reused {
+		m, d.into = d.into, nil
+	} else {
+		m = make(map[string]any, len(members))
+	}
 	for _, e := range members {
-		m[e.k] = e.v
+		switch e.kind {
+		case memberStr:
+			m[e.k] = boxString(&strs[e.idx-sbase])
+		case memberNum:
+			m[e.k] = boxFloat(&nums[e.idx-nbase])
+		default:
+			m[e.k] = e.v
+		}
 	}
 	if len(m) < len(members)/2 {
 		// Mostly duplicate keys: do not hand back a map sized for all of
 		// them, which hostile input could use to pin memory. (maps.Clone
-		// would keep the size.)
+		// would keep the size.) Nor the slabs of all their values: the
+		// kept values are boxed anew.
 		small := make(map[string]any, len(m))
 		for k, v := range m {
-			small[k] = v
+			small[k] = rebox(v)
+		}
+		if reused {
+			clear(m) // as the caller gave it
 		}
 		m = small
 	}
 	clear(members)
-	d.kvs = d.kvs[:base]
+	clear(d.strs[sbase:])
+	d.kvs, d.strs, d.nums = d.kvs[:base], d.strs[:sbase], d.nums[:nbase]
 	d.depth--
 	return m, i + 1, nil
 }
@@ -703,4 +792,46 @@ func skipString(s string, i int) (int, error) {
 			return 0, syntaxError(j, msgControl)
 		}
 	}
+}
+
+// eface is the layout of an interface{} value: its type and a pointer to
+// its data. Boxing a string or float64 points the data word at a fresh
+// copy; boxString and boxFloat point it at an element of a slab instead.
+type eface struct {
+	typ, data unsafe.Pointer
+}
+
+var (
+	stringType = efaceOf(any("")).typ
+	floatType  = efaceOf(any(0.0)).typ
+)
+
+func efaceOf(v any) eface { return *(*eface)(unsafe.Pointer(&v)) }
+
+// boxString returns *p as an interface without copying it: the interface
+// points at *p, which must never change afterwards (the slabs of object are
+// written once, then only read through their interfaces).
+func boxString(p *string) any {
+	var v any
+	*(*eface)(unsafe.Pointer(&v)) = eface{typ: stringType, data: unsafe.Pointer(p)}
+	return v
+}
+
+// boxFloat is boxString for a float64.
+func boxFloat(p *float64) any {
+	var v any
+	*(*eface)(unsafe.Pointer(&v)) = eface{typ: floatType, data: unsafe.Pointer(p)}
+	return v
+}
+
+// rebox returns v boxed on its own when it points into a slab, so that it
+// does not keep the rest of the slab alive.
+func rebox(v any) any {
+	switch x := v.(type) {
+	case string:
+		return any(x)
+	case float64:
+		return any(x)
+	}
+	return v
 }
