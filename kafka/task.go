@@ -93,7 +93,11 @@ func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 	if err := t.recall(ctx); err != nil {
 		return nil, err
 	}
-	t.lastCkpt = time.Now()
+	// Stagger the tasks' checkpoints over the interval: a snapshot holds its
+	// task for a moment, and tasks that all snapshot at once would hold
+	// every key at the same time.
+	n := max(t.s.counts[InputTopics(t.rs)[0]], 1)
+	t.lastCkpt = time.Now().Add(-t.s.cfg.CheckpointInterval * time.Duration(p%n) / time.Duration(n))
 	go t.run()
 	return t, nil
 }
