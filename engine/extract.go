@@ -13,8 +13,9 @@ import (
 // stream's key, time and id expressions, and prepare what history keeps of
 // the event. Not safe for concurrent use: each goroutine has its own.
 type Extractor struct {
-	rs *rules.Ruleset
-	ev *rules.Evaluator
+	rs      *rules.Ruleset
+	ev      *rules.Evaluator
+	recycle *fieldsRecycler // maps to decode into; nil: new ones
 }
 
 // NewExtractor returns an Extractor for rs.
@@ -39,7 +40,7 @@ func (x *Extractor) Extract(rec *Record) {
 	}
 	st := x.rs.Streams[rec.Stream]
 	if rec.Fields == nil {
-		if rec.Fields, rec.Err = decodeObject(rec.Value); rec.Err != nil {
+		if rec.Fields, rec.Err = decodeObject(rec.Value, x.recycle.get()); rec.Err != nil {
 			return
 		}
 	}

@@ -93,13 +93,16 @@ type Task struct {
 	curTime   int64
 	lastSweep int64
 
-	buf     []byte
-	hits    []hit
-	stats   Stats
-	recall  map[recallKey][]byte      // decisions emitted before a restore (Recall)
-	info    DecisionInfo              // scratch for Output.Decision
-	explain map[string]map[string]any // rule -> feature -> value, while explaining (Explain)
-	due     pendingHeap               // decide: watermark events waiting for the watermark
+	buf    []byte
+	hits   []hit
+	stats  Stats
+	recall map[recallKey][]byte // decisions emitted before a restore (Recall)
+	info   DecisionInfo         // scratch for Output.Decision
+	// recycleFields is set by RecycleFields; recycle does it.
+	recycleFields bool
+	recycle       *fieldsRecycler
+	explain       map[string]map[string]any // rule -> feature -> value, while explaining (Explain)
+	due           pendingHeap               // decide: watermark events waiting for the watermark
 }
 
 // keyState is what a task keeps per key. The key string is a copy owned
@@ -116,6 +119,14 @@ type Option interface{ apply(*Task) }
 type optionFunc func(*Task)
 
 func (f optionFunc) apply(t *Task) { f(t) }
+
+// RecycleFields makes the task reuse the field maps of events once they are
+// processed, for the streams where nothing keeps them (see
+// fieldsRecycler): a live task's decode then allocates much less. The
+// caller must not read a record's Fields after Process.
+func RecycleFields() Option {
+	return optionFunc(func(t *Task) { t.recycleFields = true })
+}
 
 // ProcessingClock makes the task measure idleness and future skew on c (the
 // wall clock in a live service). By default processing time is the largest
@@ -143,6 +154,10 @@ func NewTask(rs *rules.Ruleset, emit func(Output), opts ...Option) (*Task, error
 	t.ev = ev
 	if t.dec, err = NewExtractor(rs); err != nil {
 		return nil, err
+	}
+	if t.recycleFields {
+		t.recycle = newFieldsRecycler(rs, ev.NamesEnv())
+		t.dec.recycle = t.recycle
 	}
 	t.wms = stream.NewWatermarks(t.clock)
 	t.lastSweep = stream.MinTime
@@ -200,6 +215,9 @@ func (t *Task) Watermark() int64 { return t.wm }
 // then move the watermark. A record that cannot be read goes to the DLQ with
 // the reason; processing goes on.
 func (t *Task) Process(rec *Record) {
+	if t.recycle != nil {
+		defer t.recycle.put(rec)
+	}
 	t.stats.Records++
 	if !rec.extracted {
 		t.dec.Extract(rec)
@@ -281,8 +299,8 @@ func (t *Task) keep(ks *keyState, st *rules.Stream, ts int64, row any, mark rule
 	t.stats.HistoryOverflow += int64(h.evict(horizon(t.wm, st.Retention), st.MaxHistory))
 }
 
-func decodeObject(text string) (map[string]any, error) {
-	v, err := jsonv.Decode(text)
+func decodeObject(text string, into map[string]any) (map[string]any, error) {
+	v, err := jsonv.DecodeInto(text, into)
 	if err != nil {
 		return nil, fmt.Errorf("value is not JSON: %w", err)
 	}

@@ -105,7 +105,7 @@ func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 // use makes the task run rs, carrying over the state of data (a snapshot)
 // when it is not nil.
 func (t *task) use(rs *rules.Ruleset, data []byte) error {
-	eng, err := engine.NewTask(rs, t.emit, engine.ProcessingClock(wallClock{}))
+	eng, err := engine.NewTask(rs, t.emit, engine.ProcessingClock(wallClock{}), engine.RecycleFields())
 	if err != nil {
 		return err
 	}

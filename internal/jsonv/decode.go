@@ -168,6 +168,19 @@ func Decode(s string) (any, error) {
 	return v, nil
 }
 
+// DecodeInto is Decode, except that when the value is an object its members
+// go into m, which must be empty (see DecodePrefixInto).
+func DecodeInto(s string, m map[string]any) (any, error) {
+	v, n, err := decodePrefix(s, m)
+	if err != nil {
+		return nil, err
+	}
+	if n = skipSpace(s, n); n < len(s) {
+		return nil, syntaxError(n, msgTrailing)
+	}
+	return v, nil
+}
+
 // DecodePrefix decodes the first JSON value in s (after leading whitespace) and returns it with the number of bytes consumed (up to the end of the value).
 // Whatever follows the value is not examined, except that a number ends at
 // the first byte that cannot continue it: "12]" yields 12 and n == 2. On error
