@@ -69,7 +69,7 @@ func (s *Service) retained(ctx context.Context, rs *rules.Ruleset, maxEvents int
 	})
 	streamOf := make(map[string]string)
 	for _, st := range rs.Streams {
-		if st.Pattern < 0 && st.Join < 0 {
+		if st.Input() {
 			streamOf[st.Topic] = st.Name
 		}
 	}

@@ -78,7 +78,7 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (r
 	}()
 	rs := s.Ruleset()
 	st := findStream(rs, streamName)
-	if st == nil || st.Decide == rules.DecideNever || !st.HasID || st.Pattern >= 0 || st.Join >= 0 {
+	if st == nil || st.Decide == rules.DecideNever || !st.HasID || !st.Input() {
 		return nil, fmt.Errorf("%w: %q", ErrNotDecided, streamName)
 	}
 	x, err := s.extractor(rs)

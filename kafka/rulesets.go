@@ -55,11 +55,10 @@ type rulesLog struct {
 	cond     *sync.Cond // broadcast when pos moves
 	versions []*RulesetVersion
 	pos      int64 // next offset to read
-	refused  map[string]error
 }
 
 func newRulesLog() *rulesLog {
-	l := &rulesLog{refused: make(map[string]error)}
+	l := &rulesLog{}
 	l.cond = sync.NewCond(&l.mu)
 	return l
 }
@@ -77,7 +76,6 @@ func (l *rulesLog) apply(r *kgo.Record) (*RulesetVersion, error) {
 		v.rs, err = rules.Load([]byte(v.Document))
 	}
 	if err != nil {
-		l.refused[string(r.Key)] = err
 		return nil, err
 	}
 	v.key = string(r.Key)
@@ -125,10 +123,6 @@ func (l *rulesLog) outcome(ctx context.Context, off int64, key string) (*Ruleset
 			return nil, ctx.Err()
 		}
 		l.cond.Wait()
-	}
-	if err, ok := l.refused[key]; ok {
-		delete(l.refused, key)
-		return nil, fmt.Errorf("%w: %v", ErrVersionConflict, err)
 	}
 	for _, v := range slices.Backward(l.versions) {
 		if v.key == key {
@@ -248,7 +242,7 @@ func (s *Service) Publish(ctx context.Context, doc []byte, expect int64, author,
 	if cur := s.rulesLog.current(); cur == nil || cur.Number != expect {
 		return nil, ErrVersionConflict
 	}
-	key, off, err := propose(ctx, s.producer(), s.cfg.Topics.Rules, expect, doc, rs, author, comment)
+	key, off, err := propose(ctx, s.rulesCl, s.cfg.Topics.Rules, expect, doc, rs, author, comment)
 	if err != nil {
 		return nil, err
 	}

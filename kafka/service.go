@@ -144,11 +144,10 @@ type Service struct {
 	rs     *rules.Ruleset // the running version; tasks switch to it between events
 	inputs []string
 	tasks  map[int32]*task
-	fail   chan error // a task's fatal error (produce or checkpoint failure)
 
 	joined     atomic.Bool           // the group has assigned partitions once
 	extractors chan *pooledExtractor // for the decision API
-	failed     atomic.Pointer[error]
+	failed     atomic.Pointer[error] // the first fatal error (failWith)
 	lagMu      sync.Mutex
 	lag        map[topicPartition]int64 // records behind the high watermark, as of the last fetch
 	rulesLog   *rulesLog                // the accepted versions, followed by watchRules
@@ -165,7 +164,7 @@ func New(ctx context.Context, cfg Config, seed []byte, seedExplicit bool) (*Serv
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("kafka: no brokers")
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, tasks: make(map[int32]*task), fail: make(chan error, 1),
+	s := &Service{cfg: cfg, log: cfg.Logger, tasks: make(map[int32]*task),
 		lag: make(map[topicPartition]int64), extractors: make(chan *pooledExtractor, 64)}
 	// Topics are created and then looked up at once: a short metadata age
 	// keeps the client from serving the "unknown topic" it cached before.
@@ -252,8 +251,6 @@ func (s *Service) loadRules(ctx context.Context, seed []byte, seedExplicit bool)
 	s.rulesLog = l
 	return l.current().rs, nil
 }
-
-func (s *Service) producer() *kgo.Client { return s.rulesCl }
 
 // Close releases the clients of a Service whose Run was never called (Run
 // releases them itself).
@@ -358,10 +355,8 @@ func (s *Service) poll(ctx context.Context) error {
 	// while the other tasks go on.
 	held := make(map[*task][]*batch)
 	for {
-		select {
-		case err := <-s.fail:
-			return err
-		default:
+		if err := s.failed.Load(); err != nil {
+			return *err
 		}
 		if ctx.Err() != nil {
 			return nil
@@ -537,13 +532,9 @@ func (s *Service) stopTasks(ctx context.Context, parts map[int32]bool) {
 	wg.Wait()
 }
 
-func (s *Service) failWith(err error) {
-	s.failed.CompareAndSwap(nil, &err)
-	select {
-	case s.fail <- err:
-	default:
-	}
-}
+// failWith records a task's fatal error (an output not acknowledged, a
+// checkpoint not saved): Run returns it, and Ready reports it.
+func (s *Service) failWith(err error) { s.failed.CompareAndSwap(nil, &err) }
 
 // defaultInstanceID names this process in the group: the host and the data
 // directory, which stay the same across restarts (a StatefulSet pod keeps

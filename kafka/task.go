@@ -126,7 +126,7 @@ func (t *task) use(rs *rules.Ruleset, data []byte) error {
 	t.rs, t.eng, t.enr = rs, eng, enr
 	t.byTopic = make(map[string]int)
 	for _, st := range rs.Streams {
-		if st.Pattern < 0 && st.Join < 0 {
+		if st.Input() {
 			t.byTopic[st.Topic] = st.Index
 			eng.ExpectInput(st.Index, t.part)
 		}

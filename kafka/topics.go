@@ -48,7 +48,7 @@ func (t Topics) outputs() []string {
 func InputTopics(rs *rules.Ruleset) []string {
 	var ts []string
 	for _, st := range rs.Streams {
-		if st.Pattern < 0 && st.Join < 0 && st.Topic != "" {
+		if st.Input() && st.Topic != "" {
 			ts = append(ts, st.Topic)
 		}
 	}

@@ -82,6 +82,10 @@ type Stream struct {
 // marked with on arrival (Evaluator.Mark).
 func (st *Stream) Predicates() int { return len(st.predicates) }
 
+// Input reports whether the stream is read from its topic, rather than
+// derived from a pattern's matches or a join's pairs.
+func (st *Stream) Input() bool { return st.Pattern < 0 && st.Join < 0 }
+
 // Window is a compiled window declaration.
 type Window struct {
 	Name   string

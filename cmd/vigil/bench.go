@@ -383,7 +383,7 @@ func streamTopics(rs *rules.Ruleset) (map[string]int, []string) {
 	names := make(map[string]int)
 	var topics []string
 	for _, st := range rs.Streams {
-		if st.Pattern < 0 && st.Join < 0 && st.Topic != "" {
+		if st.Input() && st.Topic != "" {
 			names[st.Name] = len(topics)
 			topics = append(topics, st.Topic)
 		}
