@@ -228,10 +228,12 @@ func (t *Task) Process(rec *Record) {
 	}
 	st := t.rs.Streams[rec.Stream]
 	ts := rec.Time
-	if now := t.clock.Now(); st.MaxFutureSkew > 0 && now != stream.MinTime && ts > stream.AddSat(now, st.MaxFutureSkew) {
-		t.dlq(rec, fmt.Sprintf("event time %s is more than max_future_skew %s ahead of processing time %s",
-			fmtTime(ts), time.Duration(st.MaxFutureSkew)*time.Millisecond, fmtTime(now)))
-		return
+	if st.MaxFutureSkew > 0 {
+		if now := t.clock.Now(); now != stream.MinTime && ts > stream.AddSat(now, st.MaxFutureSkew) {
+			t.dlq(rec, fmt.Sprintf("event time %s is more than max_future_skew %s ahead of processing time %s",
+				fmtTime(ts), time.Duration(st.MaxFutureSkew)*time.Millisecond, fmtTime(now)))
+			return
+		}
 	}
 	in := t.wms.Input(stream.InputID{Stream: rec.Stream, Partition: rec.Partition}, st.Watermark)
 

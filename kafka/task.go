@@ -57,8 +57,10 @@ type task struct {
 	saving     sync.Mutex     // held while a checkpoint is being saved
 	produceErr atomic.Pointer[error]
 	headers    [engine.KindCount][]kgo.RecordHeader
-	recs       []engine.Record  // the batch being processed, reused
-	enr        *engine.Enricher // the ruleset's enrichments; nil without any
+	recs       []engine.Record          // the batch being processed, reused
+	enr        *engine.Enricher         // the ruleset's enrichments; nil without any
+	clock      batchClock               // the engine's processing time
+	ackFn      func(*kgo.Record, error) // t.acked
 }
 
 // Checkpoint names: sections and offsets of a task's snapshot.
@@ -76,6 +78,7 @@ func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 	t := &task{s: s, part: p, in: make(chan *batch, s.cfg.QueueBatches), quit: make(chan struct{}),
 		done: make(chan struct{}), next: make(map[string]int64), switchSig: make(chan struct{}, 1),
 		calls: make(chan func(), s.cfg.APIQueue)}
+	t.ackFn = t.acked
 	if err := t.use(s.Ruleset(), nil); err != nil {
 		return nil, err
 	}
@@ -105,7 +108,8 @@ func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 // use makes the task run rs, carrying over the state of data (a snapshot)
 // when it is not nil.
 func (t *task) use(rs *rules.Ruleset, data []byte) error {
-	eng, err := engine.NewTask(rs, t.emit, engine.ProcessingClock(wallClock{}), engine.RecycleFields())
+	t.clock.read() // inputs registered now start their idleness timers now
+	eng, err := engine.NewTask(rs, t.emit, engine.ProcessingClock(&t.clock), engine.RecycleFields())
 	if err != nil {
 		return err
 	}
@@ -242,10 +246,13 @@ func (t *task) run() {
 		case <-t.switchSig:
 			t.applySwitch()
 		case call := <-t.calls:
+			t.clock.read()
 			call()
 		case b := <-t.in:
+			t.clock.read()
 			t.process(b)
 		case <-tick.C:
+			t.clock.read()
 			t.eng.Tick() // idleness is measured on the wall clock
 			t.watermark.Store(t.eng.Watermark())
 			if time.Since(t.lastGauges) >= gaugeEvery {
@@ -318,32 +325,36 @@ func (t *task) emit(o engine.Output) {
 		r.Key = []byte(o.Key)
 	}
 	t.inflight.Add(1)
-	isDecision := o.Kind == engine.KindDecision
-	req := t.capture
-	if req != nil && isDecision && o.Key == req.id {
+	if req := t.capture; req != nil && o.Kind == engine.KindDecision && o.Key == req.id {
 		req.decision = r.Value
 		req.acks.Add(1)
-	} else {
-		req = nil
-	}
-	t.s.cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-		defer t.inflight.Done()
-		if req != nil {
+		t.s.cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
 			req.ack(err)
-		}
-		if err != nil {
-			t.produceErr.CompareAndSwap(nil, &err)
+			t.acked(r, err)
+		})
+		return
+	}
+	t.s.cl.Produce(context.Background(), r, t.ackFn)
+}
+
+// acked is the produce callback of every output: one method value (ackFn)
+// rather than a closure per record. It notes a failure, for the next
+// checkpoint to stop on, and how far our decisions partition is written.
+func (t *task) acked(r *kgo.Record, err error) {
+	defer t.inflight.Done()
+	if err != nil {
+		t.produceErr.CompareAndSwap(nil, &err)
+		return
+	}
+	if r.Topic != t.s.cfg.Topics.Decisions {
+		return
+	}
+	for {
+		cur := t.decNext.Load()
+		if r.Offset+1 <= cur || t.decNext.CompareAndSwap(cur, r.Offset+1) {
 			return
 		}
-		if isDecision {
-			for {
-				cur := t.decNext.Load()
-				if r.Offset+1 <= cur || t.decNext.CompareAndSwap(cur, r.Offset+1) {
-					break
-				}
-			}
-		}
-	})
+	}
 }
 
 // observe counts an output in the metrics.
@@ -520,7 +531,11 @@ func (t *task) stop(ctx context.Context) error {
 	return t.checkpoint(ctx, false)
 }
 
-// wallClock is processing time for idleness in a live service.
-type wallClock struct{}
+// batchClock is a live task's processing time (idleness, max_future_skew):
+// the wall clock read once each time the task's goroutine wakes up, for a
+// batch, a request or a tick, rather than once or twice per record (reading
+// the clock per record cost about 2% of a task's time).
+type batchClock struct{ now int64 }
 
-func (wallClock) Now() int64 { return time.Now().UnixMilli() }
+func (c *batchClock) Now() int64 { return c.now }
+func (c *batchClock) read()      { c.now = time.Now().UnixMilli() }
