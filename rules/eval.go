@@ -310,6 +310,11 @@ func (e *Evaluator) Reason(r int, v map[string]any) (string, error) {
 // history keeps next to it, so that features never re-run them.
 func (e *Evaluator) Mark(stream int, v map[string]any) Mark {
 	var m Mark
+	if f := e.rs.Streams[stream].inlineField; f != "" {
+		if s, ok := v[f].(string); ok {
+			m.Inline = MakeShort(s)
+		}
+	}
 	for k, p := range e.preds[stream] {
 		out, err := e.run(p, v)
 		if err != nil {

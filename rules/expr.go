@@ -132,7 +132,7 @@ func (c *compiler) options(s *exprSource, ctx *Context, refs *[]historyRef) []ex
 			expr.Function(fnAny, feats[fnAny], new(func(int, int, int) bool)),
 			expr.Function(fnAll, feats[fnAll], new(func(int, int, int) bool)),
 			expr.Function(fnNone, feats[fnNone], new(func(int, int, int) bool)),
-			expr.Function(fnDistinct, feats[fnDistinct], new(func(int, int, string) int)),
+			expr.Function(fnDistinct, feats[fnDistinct], new(func(int, int, string, bool) int)),
 		)
 		if !c.rs.noFeatures {
 			opts = append(opts, expr.Patch(&featurePatcher{c: c, register: c.registering, refs: refs}))

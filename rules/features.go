@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"reflect"
+	"unsafe"
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm/runtime"
@@ -34,6 +35,36 @@ import (
 type Mark struct {
 	Set, Failed uint64
 	Errs        *[]string
+	// Inline is the event's value of its stream's inline field (see
+	// Stream.inlineField) when it is a short string: a distinct count over
+	// that field reads the key's marks, which are contiguous, instead of
+	// every past event's row, each a cache miss of its own.
+	Inline Short
+}
+
+// Short is a string of up to 15 bytes kept by value; the zero Short holds
+// nothing (the reader falls back to the event's row).
+type Short struct {
+	n uint8 // length + 1; 0: not kept
+	b [15]byte
+}
+
+// MakeShort returns s as a Short, or the zero Short when s is too long.
+func MakeShort(s string) Short {
+	var sh Short
+	if len(s) < len(sh.b)+1 {
+		sh.n = uint8(len(s) + 1)
+		copy(sh.b[:], s)
+	}
+	return sh
+}
+
+// view returns the string, aliasing sh: valid while sh is not changed.
+func (sh *Short) view() (string, bool) {
+	if sh.n == 0 {
+		return "", false
+	}
+	return unsafe.String(&sh.b[0], int(sh.n-1)), true
 }
 
 // maxPredicates is how many element predicates a stream can hold (bits of a Mark).
@@ -166,8 +197,13 @@ func (p *featurePatcher) distinctFeature(node *ast.Node, n *ast.BuiltinNode) {
 		return
 	}
 	*p.refs = append(*p.refs, ref)
+	st := p.c.rs.Streams[ref.stream]
+	if st.inlineField == "" && p.register {
+		st.inlineField = field // the first distinct field of a stream is kept in its marks
+	}
 	ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: fnDistinct}, Arguments: []ast.Node{
-		&ast.IntegerNode{Value: ref.stream}, &ast.IntegerNode{Value: int(ref.window)}, &ast.StringNode{Value: field}}})
+		&ast.IntegerNode{Value: ref.stream}, &ast.IntegerNode{Value: int(ref.window)}, &ast.StringNode{Value: field},
+		&ast.BoolNode{Value: field == st.inlineField}}})
 }
 
 // elementField returns F when n is .F or #.F.
@@ -336,34 +372,47 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 			return !found, err
 		},
 		fnDistinct: func(args ...any) (any, error) {
-			rows, _ := ctx.History(args[0].(int), int64(args[1].(int)))
-			field := args[2].(string)
+			rows, ms := ctx.History(args[0].(int), int64(args[1].(int)))
+			field, inline := args[2].(string), args[3].(bool)
 			fr := stream.NewFieldReader(field) // the rows share their names: find field once
-			var seen [16]any
+			var seen [16]distinctValue
 			distinct := seen[:0]
 		next:
-			for _, r := range rows {
-				var v any
-				if row, ok := r.(*stream.Row); ok {
-					v, _ = fr.Get(row)
-				} else {
-					v = fieldOf(r, field)
+			for i, r := range rows {
+				var d distinctValue
+				if inline {
+					d.s, d.isStr = ms[i].Inline.view()
 				}
-				vs, isStr := v.(string)
-				for _, d := range distinct {
-					if ds, ok := d.(string); ok && isStr {
-						if vs == ds { // what runtime.Equal decides for two strings, without its type switch
+				if !d.isStr {
+					if row, ok := r.(*stream.Row); ok {
+						d.v, _ = fr.Get(row)
+					} else {
+						d.v = fieldOf(r, field)
+					}
+					d.s, d.isStr = d.v.(string)
+				}
+				for _, e := range distinct {
+					if e.isStr || d.isStr {
+						if e.isStr && d.isStr && e.s == d.s { // what runtime.Equal decides for two strings, without its type switch
 							continue next
 						}
-					} else if runtime.Equal(v, d) {
+					} else if runtime.Equal(d.v, e.v) {
 						continue next
 					}
 				}
-				distinct = append(distinct, v)
+				distinct = append(distinct, d)
 			}
 			return len(distinct), nil
 		},
 	}
+}
+
+// distinctValue is one value of a distinct count: a string (from a Mark or a
+// row) or any other value.
+type distinctValue struct {
+	s     string
+	isStr bool
+	v     any // when not a string
 }
 
 // scanMarks walks marks in order until one has predicate k equal to want,

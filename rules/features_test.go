@@ -56,9 +56,12 @@ func TestFeatureRewriteDifferential(t *testing.T) {
 		`all(history("tx", "5m"), %[1]s) && "%[2]s%[4]s" != ""`,
 		`none(history("tx", "5m"), %[1]s) == (%[3]d > 1)`,
 		`len(uniq(map(history("tx", "5m"), .%[4]s))) %[2]s %[3]d`,
+		// Two distinct fields: the first is kept in the marks (Mark.Inline), the second read from the rows.
+		`len(uniq(map(history("tx", "5m"), .%[4]s))) + len(uniq(map(history("tx", "5m"), .b))) %[2]s %[3]d`,
 	}
 	ops := []string{">", ">=", "<", "<=", "==", "!="}
-	values := []any{nil, 0.0, 1.0, 2.0, 3.0, "x", "y", "xy", true}
+	// Strings of 15 bytes fit a Mark's inline value; longer ones are read from the row.
+	values := []any{nil, 0.0, 1.0, 2.0, 3.0, "x", "y", "xy", true, "fifteen-bytes-x", "sixteen-bytes-xy", "sixteen-bytes-xz"}
 	iterations := 3000
 	if testing.Short() {
 		iterations = 300
@@ -83,6 +86,9 @@ func TestFeatureRewriteDifferential(t *testing.T) {
 			}
 			if rng.IntN(4) > 0 {
 				e["s"] = values[rng.IntN(len(values))]
+			}
+			if rng.IntN(4) > 0 {
+				e["b"] = values[rng.IntN(len(values))]
 			}
 			events = append(events, e)
 		}

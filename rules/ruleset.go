@@ -76,6 +76,9 @@ type Stream struct {
 	fields        map[string]any // expr environment when the stream declares fields
 	predicates    []*exprSource  // element predicates of history features (features.go)
 	predIndex     map[string]int
+	// inlineField is the field of the stream's first distinct-count feature:
+	// Mark keeps its value inline (Mark.Inline).
+	inlineField string
 }
 
 // Predicates returns how many element predicates the stream's events are
