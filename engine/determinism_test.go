@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vigil-cep/vigil/internal/workload"
+	"github.com/vigil-cep/vigil/rules"
 )
 
 // TestReplayDeterministic is Must show 4: replaying the same input twice gives
@@ -70,5 +71,58 @@ func TestPartitionsDecideAlike(t *testing.T) {
 	one, four := decisions(1), decisions(4)
 	if len(one) == 0 || !slices.Equal(one, four) {
 		t.Fatalf("decisions differ between 1 and 4 partitions (%d and %d)", len(one), len(four))
+	}
+}
+
+// TestDecodeFieldsChangeNothing: decoding only the fields a stream's
+// expressions read (rules.Stream.DecodeFields) gives the same bytes as
+// decoding every field, in replay and on the task's own decoding path
+// (records that reach Process undecoded, as the service hands them).
+func TestDecodeFieldsChangeNothing(t *testing.T) {
+	var in bytes.Buffer
+	if _, err := workload.Generate(&in, workload.Config{Users: 500, Events: 10_000, Seed: 3, Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	filtered := loadRuleset(t, "../examples/fraud.yaml")
+	whole := loadRuleset(t, "../examples/fraud.yaml")
+	some := false
+	for _, st := range whole.Streams {
+		some = some || st.DecodeFields != nil
+		st.DecodeFields = nil
+	}
+	if !some {
+		t.Fatal("the example ruleset decodes every field of every stream: this test checks nothing")
+	}
+	replay := func(rs *rules.Ruleset) []byte {
+		var out bytes.Buffer
+		if _, err := Replay(context.Background(), rs, bytes.NewReader(in.Bytes()), &out, ReplayConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		return out.Bytes()
+	}
+	if a, b := replay(filtered), replay(whole); !bytes.Equal(a, b) {
+		t.Fatalf("replay differs with DecodeFields (%d bytes) and without (%d bytes)", len(a), len(b))
+	}
+	process := func(rs *rules.Ruleset) []byte {
+		var out bytes.Buffer
+		task, err := NewTask(rs, func(o Output) { out.Write(o.Value); out.WriteByte('\n') })
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]int{}
+		for i, st := range rs.Streams {
+			names[st.Name] = i
+		}
+		for i, line := range strings.Split(strings.TrimSpace(in.String()), "\n") {
+			it := parseLine(line, int64(i+1), names)
+			rec := Record{Stream: it.rec.Stream, StreamName: it.rec.StreamName, Partition: it.rec.Partition,
+				Offset: it.rec.Offset, Value: it.rec.Value} // undecoded: Process extracts it
+			task.Process(&rec)
+		}
+		task.Finish()
+		return out.Bytes()
+	}
+	if a, b := process(filtered), process(whole); !bytes.Equal(a, b) {
+		t.Fatalf("Process differs with DecodeFields (%d bytes) and without (%d bytes)", len(a), len(b))
 	}
 }

@@ -40,7 +40,7 @@ func (x *Extractor) Extract(rec *Record) {
 	}
 	st := x.rs.Streams[rec.Stream]
 	if rec.Fields == nil {
-		if rec.Fields, rec.Err = decodeObject(rec.Value, x.recycle.get()); rec.Err != nil {
+		if rec.Fields, rec.Err = decodeObject(rec.Value, x.recycle.get(), st.DecodeFields); rec.Err != nil {
 			return
 		}
 	}

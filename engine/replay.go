@@ -75,8 +75,9 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 		return s
 	}
 	names := make(map[string]int, len(rs.Streams))
+	only := make([][]string, len(rs.Streams))
 	for i, st := range rs.Streams {
-		names[st.Name] = i
+		names[st.Name], only[i] = i, st.DecodeFields
 	}
 	var recycle *fieldsRecycler
 	if x, err := NewExtractor(rs); err == nil {
@@ -116,7 +117,7 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 		}
 		wg.Go(func() {
 			for b := range work {
-				b.decode(names, cfg.MaxRecordBytes, x, recycle)
+				b.decode(names, only, cfg.MaxRecordBytes, x, recycle)
 				close(b.done)
 			}
 		})
@@ -289,7 +290,7 @@ func ignoreEOF(err error) error {
 
 // decode parses every line of the batch. It runs on a worker goroutine and
 // touches nothing but the batch.
-func (b *batch) decode(names map[string]int, maxRecord int, x *Extractor, recycle *fieldsRecycler) {
+func (b *batch) decode(names map[string]int, only [][]string, maxRecord int, x *Extractor, recycle *fieldsRecycler) {
 	b.items = getItems(len(b.ends))
 	start := 0
 	for i, end := range b.ends {
@@ -304,7 +305,7 @@ func (b *batch) decode(names map[string]int, maxRecord int, x *Extractor, recycl
 		if isBlank(text) {
 			continue
 		}
-		it := parseLineInto(text, lineNo, names, recycle.get())
+		it := parseLineInto(text, lineNo, names, only, recycle.get())
 		if !it.control {
 			x.Extract(&it.rec)
 		}
@@ -404,12 +405,14 @@ func isBlank(s string) bool {
 // "key": k, "timestamp": ms} or a control line {"watermark": ms, "stream": s,
 // "partition": p}.
 func parseLine(text string, lineNo int64, names map[string]int) item {
-	return parseLineInto(text, lineNo, names, nil)
+	return parseLineInto(text, lineNo, names, nil, nil)
 }
 
 // parseLineInto is parseLine decoding the value into fields, an empty map,
-// when it is an object (and fields is not nil).
-func parseLineInto(text string, lineNo int64, names map[string]int, fields map[string]any) item {
+// when it is an object (and fields is not nil), keeping only the fields
+// only[s] names for the line's stream s (Stream.DecodeFields) when its
+// "stream" comes before its "value".
+func parseLineInto(text string, lineNo int64, names map[string]int, only [][]string, fields map[string]any) item {
 	it := item{rec: Record{Stream: -1, Offset: lineNo, Raw: text}, stream: -1, partition: -1}
 	var (
 		haveValue, haveWM, havePart bool
@@ -444,7 +447,11 @@ func parseLineInto(text string, lineNo int64, names map[string]int, fields map[s
 			// Decoded here, in the pass that finds its end, rather than
 			// skipped and decoded again: DecodePrefix accepts, rejects and
 			// measures exactly as Skip does.
-			v, n, err := jsonv.DecodePrefixInto(rest, fields)
+			var keep []string
+			if idx, ok := names[it.rec.StreamName]; ok && idx < len(only) {
+				keep = only[idx]
+			}
+			v, n, err := jsonv.DecodePrefixInto(rest, fields, keep)
 			fields = nil // a line with two values does not get the same map twice
 			it.rec.Value, value, haveValue = rest[:n], v, true
 			return n, err

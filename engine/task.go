@@ -301,8 +301,10 @@ func (t *Task) keep(ks *keyState, st *rules.Stream, ts int64, row any, mark rule
 	t.stats.HistoryOverflow += int64(h.evict(horizon(t.wm, st.Retention), st.MaxHistory))
 }
 
-func decodeObject(text string, into map[string]any) (map[string]any, error) {
-	v, err := jsonv.DecodeInto(text, into)
+// decodeObject decodes an event's value into into (nil: a new map), keeping
+// only the fields named in only when it is not nil (Stream.DecodeFields).
+func decodeObject(text string, into map[string]any, only []string) (map[string]any, error) {
+	v, err := jsonv.DecodeInto(text, into, only)
 	if err != nil {
 		return nil, fmt.Errorf("value is not JSON: %w", err)
 	}

@@ -393,6 +393,32 @@ func fetchField(args ...any) (any, error) {
 	return runtime.Fetch(args[0], args[1]), nil
 }
 
+// identifiersRead lists the names an expression's identifiers use: the
+// event's fields it reads, and (harmlessly, for callers that want a superset)
+// function and variable names. env is true when it names $env, or cannot be
+// parsed: then any field may be read.
+func identifiersRead(src string) (names []string, env bool) {
+	tree, err := parser.Parse(src)
+	if err != nil {
+		return nil, true
+	}
+	v := &identifierVisitor{seen: map[string]bool{}}
+	ast.Walk(&tree.Node, v)
+	return v.names, v.seen["$env"]
+}
+
+type identifierVisitor struct {
+	seen  map[string]bool
+	names []string
+}
+
+func (v *identifierVisitor) Visit(n *ast.Node) {
+	if id, ok := (*n).(*ast.IdentifierNode); ok && !v.seen[id.Value] {
+		v.seen[id.Value] = true
+		v.names = append(v.names, id.Value)
+	}
+}
+
 // fieldsRead lists the member names an expression reads (x.name, x["name"]),
 // so that history keeps only those fields of past events. whole is true when
 // the expression could see an event beyond those names: a computed member

@@ -59,6 +59,12 @@ type Stream struct {
 	// history(); the task keeps just those. Nil keeps every field (some rule
 	// reads the events whole).
 	HistoryFields []string
+	// DecodeFields are the only top-level fields of its events that anything
+	// reads, when that is known: the decoder skips the others rather than
+	// box and store them. Nil decodes every field: the events leave the
+	// task whole (patterns, joins), wait (decide: watermark), are enriched,
+	// are kept whole in history, or an expression names $env.
+	DecodeFields  []string
 	MaxFutureSkew int64 // zero: no check
 	HasID         bool
 	Windows       []int // indices of the windows over this stream
@@ -210,6 +216,7 @@ func Compile(doc *Document, opts ...LoadOption) (*Ruleset, error) {
 	if len(errs) > 0 {
 		return nil, doc.withSnippets(errs).sorted()
 	}
+	c.deriveDecodeFields() // parses the expressions again: only once they passed the checks
 	return c.rs, nil
 }
 
@@ -524,5 +531,58 @@ func (c *compiler) deriveRetention(fail func(string, error)) {
 				st.HistoryFields = []string{} // only counted, no field read
 			}
 		}
+	}
+}
+
+// deriveDecodeFields sets each input stream's DecodeFields: the fields its
+// expressions read (key, time, id, element predicates, windows, rules), the
+// fields history keeps, and the one Mark keeps inline. Run after every
+// expression is compiled, so that the element predicates are registered.
+func (c *compiler) deriveDecodeFields() {
+	for _, st := range c.rs.Streams {
+		st.DecodeFields = nil
+		if !st.Input() || len(st.Patterns) > 0 || len(st.Joins) > 0 || len(st.Enrichments) > 0 ||
+			st.Decide == DecideWatermark || st.Retention > 0 && st.HistoryFields == nil {
+			continue
+		}
+		names, whole := map[string]bool{}, false
+		read := func(s *exprSource) {
+			if s == nil || s.src == "" {
+				return
+			}
+			ids, env := identifiersRead(s.src)
+			whole = whole || env
+			for _, n := range ids {
+				names[n] = true
+			}
+		}
+		read(&st.key)
+		read(&st.time)
+		read(&st.id)
+		for _, p := range st.predicates {
+			read(p)
+		}
+		for _, w := range st.Windows {
+			read(c.rs.Windows[w].where)
+			for _, a := range c.rs.Windows[w].args {
+				read(a)
+			}
+		}
+		for _, r := range c.rs.Rules {
+			if r.Stream == st.Index {
+				read(&r.when)
+				read(r.reason)
+			}
+		}
+		if whole {
+			continue
+		}
+		for _, f := range st.HistoryFields {
+			names[f] = true
+		}
+		if st.inlineField != "" {
+			names[st.inlineField] = true
+		}
+		st.DecodeFields = sortedNames(names)
 	}
 }

@@ -2,6 +2,7 @@ package jsonv
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"unicode/utf16"
@@ -108,6 +109,7 @@ type decoder struct {
 	nums  []float64      // number members of the objects being decoded
 	buf   []byte         // scratch for unescaping strings
 	into  map[string]any // where the top-level object goes (DecodePrefixInto)
+	only  []string       // the top-level object's members to keep; nil: all
 }
 
 // objMember is one member of an object being decoded: its value in v, or,
@@ -133,9 +135,9 @@ var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
 // does not pin memory for good.
 const maxPooledStack = 1 << 12
 
-func decodePrefix(s string, into map[string]any) (any, int, error) {
+func decodePrefix(s string, into map[string]any, only []string) (any, int, error) {
 	d := decoderPool.Get().(*decoder)
-	d.s, d.into = s, into
+	d.s, d.into, d.only = s, into, only
 	v, n, err := d.value(skipSpace(s, 0))
 	if err != nil {
 		// The error unwound past the frames that pop the stacks.
@@ -145,7 +147,7 @@ func decodePrefix(s string, into map[string]any) (any, int, error) {
 		d.elems, d.kvs, d.strs, d.nums, d.depth = d.elems[:0], d.kvs[:0], d.strs[:0], d.nums[:0], 0
 		v, n = nil, 0
 	}
-	d.s, d.into = "", nil
+	d.s, d.into, d.only = "", nil, nil
 	if cap(d.elems) <= maxPooledStack && cap(d.kvs) <= maxPooledStack && cap(d.strs) <= maxPooledStack &&
 		cap(d.nums) <= maxPooledStack && cap(d.buf) <= 16*maxPooledStack {
 		decoderPool.Put(d)
@@ -158,7 +160,7 @@ func decodePrefix(s string, into map[string]any) (any, int, error) {
 // (A string holding invalid UTF-8 is copied too, to replace it with U+FFFD.)
 // An error is a *SyntaxError.
 func Decode(s string) (any, error) {
-	v, n, err := decodePrefix(s, nil)
+	v, n, err := decodePrefix(s, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -169,9 +171,10 @@ func Decode(s string) (any, error) {
 }
 
 // DecodeInto is Decode, except that when the value is an object its members
-// go into m, which must be empty (see DecodePrefixInto).
-func DecodeInto(s string, m map[string]any) (any, error) {
-	v, n, err := decodePrefix(s, m)
+// go into m, which must be empty, and only those named in only when it is
+// not nil (see DecodePrefixInto).
+func DecodeInto(s string, m map[string]any, only []string) (any, error) {
+	v, n, err := decodePrefix(s, m, only)
 	if err != nil {
 		return nil, err
 	}
@@ -186,15 +189,21 @@ func DecodeInto(s string, m map[string]any) (any, error) {
 // the first byte that cannot continue it: "12]" yields 12 and n == 2. On error
 // n is 0 and err is a *SyntaxError.
 func DecodePrefix(s string) (v any, n int, err error) {
-	return decodePrefix(s, nil)
+	return decodePrefix(s, nil, nil)
 }
 
 // DecodePrefixInto is DecodePrefix, except that when the value is an object
 // its members go into m, which must be empty, instead of a new map: a caller
 // that knows when its maps die can recycle them. m is not used when nil, when
 // the value is not an object, or when the object is mostly duplicate keys.
-func DecodePrefixInto(s string, m map[string]any) (v any, n int, err error) {
-	return decodePrefix(s, m)
+//
+// When only is not nil, the members of the top-level object whose key it
+// does not list are validated and skipped, not built: a caller that knows
+// which fields it reads saves decoding, boxing and storing the others
+// (nested objects are kept whole). What is accepted and rejected, and n,
+// are the same as without it.
+func DecodePrefixInto(s string, m map[string]any, only []string) (v any, n int, err error) {
+	return decodePrefix(s, m, only)
 }
 
 // Skip validates the first JSON value in s without building it and returns the bytes consumed (like DecodePrefix).
@@ -335,6 +344,10 @@ func (d *decoder) object(i int) (any, int, error) {
 			c = s[i]
 		}
 		switch {
+		case d.depth == 1 && d.only != nil && !slices.Contains(d.only, k):
+			if j, err = skipValue(s, i, d.depth); err != nil {
+				return nil, 0, err
+			}
 		case c == '"':
 			var str string
 			str, j, err = d.str(i)

@@ -404,7 +404,7 @@ func TestDecodePrefixInto(t *testing.T) {
 		`[{"a":1}]`, `"s"`, `12`, `{}`, `{"a":1,"a":2,"a":3,"a":4,"a":5,"a":6,"b":7}`, `{"a":`,
 	} {
 		into := map[string]any{}
-		got, gn, gerr := DecodePrefixInto(in, into)
+		got, gn, gerr := DecodePrefixInto(in, into, nil)
 		want, wn, werr := DecodePrefix(in)
 		if gn != wn || fmt.Sprint(gerr) != fmt.Sprint(werr) || !jsonEqual(got, want) {
 			t.Errorf("DecodePrefixInto(%q) = %v, %d, %v; DecodePrefix = %v, %d, %v", in, got, gn, gerr, want, wn, werr)

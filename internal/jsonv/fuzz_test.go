@@ -3,7 +3,9 @@ package jsonv
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,6 +91,37 @@ func checkDecode(t *testing.T, s string) {
 		}
 	} else if !sameError(err, perr) {
 		t.Fatalf("DecodePrefix(%q) error = %v, Decode error = %v", s, perr, err)
+	}
+
+	// DecodePrefixInto with only keeps the top-level members it names, and
+	// accepts, rejects and measures as DecodePrefix does.
+	pm, isObject := pv.(map[string]any)
+	onlies := [][]string{{}, {"a", "b"}}
+	if isObject {
+		keys := slices.Sorted(maps.Keys(pm))
+		onlies = append(onlies, keys[:len(keys)/2])
+	}
+	for _, only := range onlies {
+		ov, on, oerr := DecodePrefixInto(s, map[string]any{}, only)
+		if !sameError(oerr, perr) || on != pn {
+			t.Fatalf("DecodePrefixInto(%q, only %q) = %d, %v; DecodePrefix = %d, %v", s, only, on, oerr, pn, perr)
+		}
+		if perr != nil {
+			continue
+		}
+		want := pv
+		if isObject {
+			kept := map[string]any{}
+			for _, k := range only {
+				if v, ok := pm[k]; ok {
+					kept[k] = v
+				}
+			}
+			want = kept
+		}
+		if diff := cmp.Diff(want, ov, cmpOpts); diff != "" {
+			t.Fatalf("DecodePrefixInto(%q, only %q) mismatch (-DecodePrefix filtered +DecodePrefixInto):\n%s", s, only, diff)
+		}
 	}
 
 	// Object, decoding each member with DecodePrefix, rebuilds the map, or
