@@ -421,7 +421,7 @@ func (t *Task) decodeKeys(d *codec.Decoder, old []oldStream, same bool) {
 		key := d.String()
 		lastTime := d.Varint()
 		ks := t.keyState(key)
-		ks.lastTime = lastTime
+		t.idle.touch(ks, lastTime)
 		for range d.Count(2) {
 			si := d.Int()
 			if si >= len(old) {

@@ -92,6 +92,8 @@ type Task struct {
 	cur       *keyState // the key whose event is being decided, for history()
 	curTime   int64
 	lastSweep int64
+	idle      sweepQueue
+	maxRetain int64 // the longest stream retention: when a key's every event has expired
 
 	buf    []byte
 	hits   []hit
@@ -110,7 +112,9 @@ type Task struct {
 type keyState struct {
 	key      string
 	hist     []history // per stream; empty for streams that keep none
-	lastTime int64
+	lastTime int64     // set through sweepQueue.touch
+	bucket   int64     // the sweep queue bucket that lists it, when listed
+	listed   bool
 }
 
 // Option configures a Task.
@@ -163,6 +167,7 @@ func NewTask(rs *rules.Ruleset, emit func(Output), opts ...Option) (*Task, error
 	t.lastSweep = stream.MinTime
 	t.seen = make([]*seenIDs, len(rs.Streams))
 	for i, st := range rs.Streams {
+		t.maxRetain = max(t.maxRetain, st.Retention)
 		if st.HasID {
 			t.seen[i] = newSeenIDs()
 		}
@@ -252,7 +257,7 @@ func (t *Task) Process(rec *Record) {
 	}
 
 	ks := t.keyState(rec.Key)
-	ks.lastTime = max(ks.lastTime, ts)
+	t.idle.touch(ks, ts)
 	t.keep(ks, st, ts, rec.row, rec.mark)
 	for _, w := range st.Windows {
 		t.addToWindow(w, ks.key, ts, rec.Fields, rec)
@@ -428,9 +433,6 @@ func (t *Task) Tick() { t.advance(t.wms.Current()) }
 // window fires and all state is flushed.
 func (t *Task) Finish() { t.advance(t.wms.Finish()) }
 
-// sweepEvery is how much event time passes between sweeps of idle keys.
-const sweepEvery = 60_000
-
 func (t *Task) advance(wm int64) {
 	if wm <= t.wm {
 		return
@@ -455,22 +457,19 @@ func (t *Task) advance(wm int64) {
 	}
 }
 
-// sweep drops expired history and forgets keys with nothing left, so that
-// memory follows the live keys, not every key ever seen.
+// sweep forgets the keys whose every event has expired (their last event
+// time is older than the longest retention), so that memory follows the
+// live keys, not every key ever seen. It visits only those keys (sweepQueue);
+// expired events of live keys go when their key next adds to its history.
 func (t *Task) sweep() {
-	for k, ks := range t.keys {
-		empty := true
+	t.idle.due(horizon(t.wm, t.maxRetain), func(ks *keyState) {
 		for i := range ks.hist {
-			st := t.rs.Streams[i]
-			if st.Retention > 0 {
+			if st := t.rs.Streams[i]; st.Retention > 0 {
 				t.stats.HistoryOverflow += int64(ks.hist[i].evict(horizon(t.wm, st.Retention), st.MaxHistory))
 			}
-			empty = empty && len(ks.hist[i].times) == 0
 		}
-		if empty && ks.lastTime < t.wm {
-			delete(t.keys, k)
-		}
-	}
+		delete(t.keys, ks.key)
+	})
 }
 
 func (t *Task) dlq(rec *Record, msg string) {

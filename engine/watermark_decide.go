@@ -52,6 +52,7 @@ func (t *Task) decideDue(wm int64) {
 		p := heap.Pop(&t.due).(*pendingDecision)
 		st := t.rs.Streams[p.stream]
 		ks := t.keyState(p.key)
+		t.idle.touch(ks, p.time) // listed again, should a sweep have forgotten the key
 		var stored []byte
 		if b, ok := t.recalled(st, p.id, st.HasID); ok {
 			t.stats.Decisions++
