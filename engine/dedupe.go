@@ -2,6 +2,7 @@ package engine
 
 import (
 	"hash/crc32"
+	"hash/maphash"
 	"unsafe"
 )
 
@@ -12,21 +13,44 @@ import (
 // an entry is held a little longer when an earlier arrival has a later time,
 // which errs on the side of remembering.
 //
-// The entries live in a slice in arrival order and the map holds only each
-// id's position in it. Every event looks the map up and most add to it, and
-// the map is large (ids are kept for an hour or more), so its slots are kept
-// small: a 24-byte slot instead of one with the whole entry makes the lookups
-// touch less memory and the rehashes as the map grows move less of it.
-// Expiry reads the times from the slice, in order, without hashing. The
-// slice is cut in fixed-size chunks, so that it grows without copying and
-// expiry frees it a chunk at a time.
+// The entries live in a slice in arrival order; an open-addressing table
+// (linear probing) maps each id's hash to its position there. Every event
+// looks its id up and most then add it, and the table is large (ids are kept
+// for an hour or more). With a Go map that was three hashes of the id per new
+// event (the lookup, then a check and an insert in put) and a map the garbage
+// collector scans; here it is one hash (put reuses the slot the lookup that
+// missed found) and 16-byte slots without pointers. Expiry reads the times
+// from the slice, in order. The slice is cut in fixed-size chunks, so that it
+// grows without copying and expiry frees it a chunk at a time.
 type seenIDs struct {
-	byID   map[string]int // id -> its position: base + its index in the chunks
-	chunks [][]seenEntry  // arrival order, seenChunk entries each (the last: up to)
-	head   int            // index of the first entry not expired yet
-	base   int            // position of chunks[0][0]
-	dead   int            // entries marked dead (see seenEntry.dead)
+	table  []idSlot // len a power of two, or 0
+	n      int      // ids in table
+	seed   maphash.Seed
+	miss   idMiss        // the last lookup that found nothing, for the put after it
+	chunks [][]seenEntry // arrival order, seenChunk entries each (the last: up to)
+	head   int           // index of the first entry not expired yet
+	base   int           // position of chunks[0][0]
+	dead   int           // entries marked dead (see seenEntry.dead)
 }
+
+// idSlot is one slot of the table: an id's hash (never 0; 0 marks an empty
+// slot) and the position of its current entry (base + index in the chunks).
+type idSlot struct {
+	h   uint64
+	pos int
+}
+
+// idMiss remembers where a lookup of id ended without finding it: the empty
+// slot where put inserts it, while the table has not changed since.
+type idMiss struct {
+	id    string
+	h     uint64
+	slot  int
+	valid bool
+}
+
+// minIDTable is the size of a table's first allocation.
+const minIDTable = 64
 
 // seenChunk is the number of entries of a chunk.
 const seenChunk = 1024
@@ -61,7 +85,7 @@ func BodyCRC(value string) uint32 {
 	return crc32.Checksum(unsafe.Slice(unsafe.StringData(value), len(value)), castagnoli)
 }
 
-func newSeenIDs() *seenIDs { return &seenIDs{byID: make(map[string]int)} }
+func newSeenIDs() *seenIDs { return &seenIDs{seed: maphash.MakeSeed()} }
 
 func (s *seenIDs) get(id string) (seen, bool) {
 	if e := s.ref(id); e != nil {
@@ -73,11 +97,39 @@ func (s *seenIDs) get(id string) (seen, bool) {
 // ref returns the entry of id to update in place, or nil. The pointer is
 // valid until the next put or expire.
 func (s *seenIDs) ref(id string) *seen {
-	i, ok := s.byID[id]
-	if !ok {
+	slot, found := s.find(id)
+	if !found {
 		return nil
 	}
-	return &s.at(i - s.base).seen
+	return &s.at(s.table[slot].pos - s.base).seen
+}
+
+// hash is id's hash in the table, never 0.
+func (s *seenIDs) hash(id string) uint64 {
+	if h := maphash.String(s.seed, id); h != 0 {
+		return h
+	}
+	return 1
+}
+
+// find returns the slot of id, or the empty slot where its probe ended
+// (remembered in s.miss for put), or -1 when the table is empty.
+func (s *seenIDs) find(id string) (slot int, found bool) {
+	if len(s.table) == 0 {
+		return -1, false
+	}
+	h := s.hash(id)
+	mask := len(s.table) - 1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		sl := &s.table[i]
+		if sl.h == 0 {
+			s.miss = idMiss{id: id, h: h, slot: i, valid: true}
+			return i, false
+		}
+		if sl.h == h && s.at(sl.pos-s.base).id == id {
+			return i, true
+		}
+	}
 }
 
 // at returns the entry at index i of the chunks.
@@ -92,44 +144,93 @@ func (s *seenIDs) end() int {
 }
 
 func (s *seenIDs) put(id string, e seen) {
-	if i, ok := s.byID[id]; ok {
-		s.at(i - s.base).dead = true
+	pos := s.base + s.end()
+	var slot int
+	if m := s.miss; m.valid && m.id == id {
+		slot = m.slot // the lookup just before found id missing: its slot is still empty
+		s.table[slot] = idSlot{h: m.h, pos: pos}
+		s.n++
+	} else if i, found := s.find(id); found {
+		s.at(s.table[i].pos - s.base).dead = true
 		s.dead++
+		s.table[i].pos = pos
+	} else {
+		h := s.hash(id)
+		if i < 0 {
+			s.table = make([]idSlot, minIDTable)
+			i = int(h) & (minIDTable - 1)
+		}
+		s.table[i] = idSlot{h: h, pos: pos}
+		s.n++
+	}
+	s.miss.valid = false
+	if 4*s.n > 3*len(s.table) {
+		s.grow()
 	}
 	if n := len(s.chunks); n == 0 || len(s.chunks[n-1]) == seenChunk {
 		s.chunks = append(s.chunks, make([]seenEntry, 0, seenChunk))
 	}
 	last := &s.chunks[len(s.chunks)-1]
-	s.byID[id] = s.base + s.end()
 	*last = append(*last, seenEntry{id: id, seen: e})
+}
+
+// grow doubles the table; slots keep their hashes, so ids are not hashed again.
+func (s *seenIDs) grow() {
+	old := s.table
+	s.table = make([]idSlot, 2*len(old))
+	mask := len(s.table) - 1
+	for _, sl := range old {
+		if sl.h == 0 {
+			continue
+		}
+		i := int(sl.h) & mask
+		for s.table[i].h != 0 {
+			i = (i + 1) & mask
+		}
+		s.table[i] = sl
+	}
+	s.miss.valid = false
+}
+
+// remove empties a slot, moving later slots of its probe run back so that
+// every id stays reachable from its home slot (deletion without tombstones).
+func (s *seenIDs) remove(i int) {
+	mask := len(s.table) - 1
+	for j := (i + 1) & mask; s.table[j].h != 0; j = (j + 1) & mask {
+		home := int(s.table[j].h) & mask
+		// The slot at j can move to i unless its home lies cyclically in (i, j].
+		if (j-home)&mask >= (j-i)&mask {
+			s.table[i] = s.table[j]
+			i = j
+		}
+	}
+	s.table[i] = idSlot{}
+	s.n--
+	s.miss.valid = false
 }
 
 // expire forgets ids whose event time is before horizon.
 func (s *seenIDs) expire(horizon int64) {
 	end := s.end()
 	if s.dead == 0 && s.head < end && s.allBefore(horizon) {
-		// Everything goes (the end of a bounded input): drop the map at once
-		// rather than deleting its ids one by one.
-		s.byID = make(map[string]int)
+		// Everything goes (the end of a bounded input): drop the table at
+		// once rather than deleting its ids one by one.
+		s.table, s.n, s.miss.valid = nil, 0, false
 		s.base += end
 		s.chunks, s.head = nil, 0
 		return
 	}
 	for s.head < end {
 		en := s.at(s.head)
-		if !en.dead {
-			if en.time >= horizon {
-				break
-			}
-			delete(s.byID, en.id)
-		} else if i, ok := s.byID[en.id]; ok {
-			// The id's current entry decides, as it would for any id put twice.
-			cur := s.at(i - s.base)
+		if i, found := s.find(en.id); found {
+			// The id's current entry decides, as it would for any id put
+			// twice; for a live entry it is en itself.
+			cur := s.at(s.table[i].pos - s.base)
 			if cur.time >= horizon {
 				break
 			}
-			delete(s.byID, en.id)
-			if !cur.dead {
+			s.remove(i)
+			if cur != en && !cur.dead {
 				cur.dead = true
 				s.dead++
 			}
@@ -171,4 +272,4 @@ func (s *seenIDs) all(yield func(id string, e seen) bool) {
 	}
 }
 
-func (s *seenIDs) len() int { return len(s.byID) }
+func (s *seenIDs) len() int { return s.n }
