@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +47,7 @@ type program struct {
 	prog  *vm.Program
 	field string
 	src   *exprSource
+	fast  fastProg // nil: the VM only
 }
 
 // NewEvaluator compiles rs for one task. history serves history() calls: it
@@ -54,6 +56,7 @@ type program struct {
 func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) ([]any, []Mark)) (*Evaluator, error) {
 	e := &Evaluator{rs: rs, ctx: &Context{History: history}}
 	c := &compiler{rs: rs, doc: rs.Doc}
+	fc := fastCompiler{feats: featureFuncs(e.ctx), history: history}
 	bind := func(s *exprSource) (program, error) {
 		if s == nil || s.src == "" {
 			return program{}, nil
@@ -63,7 +66,10 @@ func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) ([]any, [
 		}
 		e.namesEnv = e.namesEnv || strings.Contains(s.src, "$env")
 		p, _, err := c.compile(s, e.ctx)
-		return program{prog: p, src: s}, err
+		if err != nil {
+			return program{}, err
+		}
+		return program{prog: p, src: s, fast: fc.program(p.Node(), s.kind == reflect.Bool)}, nil
 	}
 	var errs []error
 	add := func(p program, err error) program {
@@ -173,6 +179,11 @@ func (e *Evaluator) SetRecordTime(ts int64, ok bool) {
 func (e *Evaluator) run(p program, v map[string]any) (any, error) {
 	if p.field != "" {
 		return v[p.field], nil
+	}
+	if p.fast != nil {
+		if out, ok := p.fast(v); ok {
+			return out, nil
+		}
 	}
 	out, err := e.vm.Run(p.prog, v)
 	if err != nil {
