@@ -66,16 +66,20 @@ func (t *Task) Entity(key string, q EntityQuery) *EntityView {
 	if ks, ok := t.keys[key]; ok {
 		for i, h := range ks.hist {
 			st := t.rs.Streams[i]
-			if len(h.times) == 0 || q.Stream != "" && q.Stream != st.Name {
+			if h.len() == 0 || q.Stream != "" && q.Stream != st.Name {
 				continue
 			}
+			// Events past retention are not shown, whether or not their
+			// key has evicted them yet (see sweep).
+			since := horizon(t.wm, st.Retention)
 			var evs []json.RawMessage
-			for j := len(h.times) - 1; j >= 0 && len(evs) < q.Limit; j-- {
-				if q.Before != 0 && h.times[j] >= q.Before {
+			for j := h.len() - 1; j >= 0 && len(evs) < q.Limit && h.past[j].Time >= since; j-- {
+				p := &h.past[j]
+				if q.Before != 0 && p.Time >= q.Before {
 					continue
 				}
-				b := strconv.AppendInt([]byte(`{"time":`), h.times[j], 10)
-				b = jsonv.Append(append(b, `,"event":`...), rowMap(h.values[j], st.HistoryFields))
+				b := strconv.AppendInt([]byte(`{"time":`), p.Time, 10)
+				b = jsonv.Append(append(b, `,"event":`...), rowMap(p.Value, st.HistoryFields))
 				evs = append(evs, append(b, '}'))
 			}
 			v.History[st.Name] = evs

@@ -20,7 +20,7 @@ type Extractor struct {
 
 // NewExtractor returns an Extractor for rs.
 func NewExtractor(rs *rules.Ruleset) (*Extractor, error) {
-	ev, err := rs.NewEvaluator(func(int, int64) ([]any, []rules.Mark) { return nil, nil })
+	ev, err := rs.NewEvaluator(func(int, int64) []rules.Past { return nil })
 	if err != nil {
 		return nil, err
 	}

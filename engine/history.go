@@ -8,75 +8,63 @@ import (
 )
 
 // history is one key's events of one stream, sorted by event time (arrival
-// order among equal times), for history() in rules. times, values and marks
-// are parallel: values holds the events (Rows of the fields rules read, or
-// whole field maps), marks their element-predicate results.
+// order among equal times), for history() in rules: each event's time, what
+// history keeps of it (a Row of the fields rules read, or the whole field
+// map) and its element-predicate results, side by side in one array, so that
+// adding an event or reading a window touches one array, not three.
 type history struct {
-	times  []int64
-	values []any
-	marks  []rules.Mark
+	past []rules.Past
 }
 
-// historyCap is the capacity a key's history starts with.
+// historyCap is the capacity a key's history starts with: most keys keep a
+// few events, and room for them at once saves growing through 1 and 2.
 const historyCap = 4
 
 // add inserts an event, keeping time order. Events mostly arrive in order, so
 // the search starts from the end.
 func (h *history) add(t int64, v any, m rules.Mark) {
-	if cap(h.times) == 0 {
-		// Most keys keep a few events: room for them at once saves the
-		// three slices growing through capacities 1 and 2 (six allocations
-		// and copies on the hot path).
-		h.times, h.values, h.marks = make([]int64, 0, historyCap), make([]any, 0, historyCap), make([]rules.Mark, 0, historyCap)
+	if cap(h.past) == 0 {
+		h.past = make([]rules.Past, 0, historyCap)
 	}
-	i := len(h.times)
-	for i > 0 && h.times[i-1] > t {
+	i := len(h.past)
+	for i > 0 && h.past[i-1].Time > t {
 		i--
 	}
-	h.times = append(h.times, 0)
-	h.values = append(h.values, nil)
-	h.marks = append(h.marks, rules.Mark{})
-	copy(h.times[i+1:], h.times[i:])
-	copy(h.values[i+1:], h.values[i:])
-	copy(h.marks[i+1:], h.marks[i:])
-	h.times[i], h.values[i], h.marks[i] = t, v, m
+	h.past = slices.Insert(h.past, i, rules.Past{Time: t, Value: v, Mark: m})
 }
+
+// len is how many events it holds.
+func (h *history) len() int { return len(h.past) }
 
 // evict drops events older than horizon, and the oldest beyond maxLen; it
 // returns how many it dropped for the cap (overflow, reported in stats).
 func (h *history) evict(horizon int64, maxLen int) (overflow int) {
-	n := sort.Search(len(h.times), func(i int) bool { return h.times[i] >= horizon })
-	if extra := len(h.times) - n - maxLen; extra > 0 {
+	n := sort.Search(len(h.past), func(i int) bool { return h.past[i].Time >= horizon })
+	if extra := len(h.past) - n - maxLen; extra > 0 {
 		n += extra
 		overflow = extra
 	}
 	if n == 0 {
 		return 0
 	}
-	// Move the survivors to the front rather than reslicing: the arrays keep
-	// their capacity, so the next appends do not reallocate.
-	k := copy(h.times, h.times[n:])
-	copy(h.values, h.values[n:])
-	copy(h.marks, h.marks[n:])
-	clear(h.values[k:]) // let the dropped events be collected
-	clear(h.marks[k:])
-	h.times, h.values, h.marks = h.times[:k], h.values[:k], h.marks[:k]
-	if cap(h.times) > 64 && k < cap(h.times)/4 {
-		h.times = slices.Clone(h.times) // release a backing array sized for a burst
-		h.values = slices.Clone(h.values)
-		h.marks = slices.Clone(h.marks)
+	// Move the survivors to the front rather than reslicing: the array keeps
+	// its capacity, so the next appends do not reallocate.
+	k := copy(h.past, h.past[n:])
+	clear(h.past[k:]) // let the dropped events be collected
+	h.past = h.past[:k]
+	if cap(h.past) > 64 && k < cap(h.past)/4 {
+		h.past = slices.Clone(h.past) // release a backing array sized for a burst
 	}
 	return overflow
 }
 
-// between returns the events with time in [from, to] and their marks. The
-// results alias the store with their capacity clipped, so a caller cannot
-// append into them.
-func (h *history) between(from, to int64) ([]any, []rules.Mark) {
-	lo := sort.Search(len(h.times), func(i int) bool { return h.times[i] >= from })
-	hi := sort.Search(len(h.times), func(i int) bool { return h.times[i] > to })
+// between returns the events with time in [from, to]. The result aliases the
+// store with its capacity clipped, so a caller cannot append into it.
+func (h *history) between(from, to int64) []rules.Past {
+	lo := sort.Search(len(h.past), func(i int) bool { return h.past[i].Time >= from })
+	hi := sort.Search(len(h.past), func(i int) bool { return h.past[i].Time > to })
 	if lo >= hi {
-		return nil, nil
+		return nil
 	}
-	return h.values[lo:hi:hi], h.marks[lo:hi:hi]
+	return h.past[lo:hi:hi]
 }

@@ -16,7 +16,11 @@ func TestHistory(t *testing.T) {
 	}{{10, "a"}, {30, "c"}, {20, "b"}, {30, "d"}, {5, "z"}} {
 		h.add(ev.t, ev.v, rules.Mark{})
 	}
-	if diff := cmp.Diff([]int64{5, 10, 20, 30, 30}, h.times); diff != "" {
+	var times []int64
+	for _, p := range h.past {
+		times = append(times, p.Time)
+	}
+	if diff := cmp.Diff([]int64{5, 10, 20, 30, 30}, times); diff != "" {
 		t.Fatalf("times (-want +got):\n%s", diff)
 	}
 	tests := []struct {
@@ -29,18 +33,21 @@ func TestHistory(t *testing.T) {
 		{0, 4, nil},
 	}
 	for _, tt := range tests {
-		got, _ := h.between(tt.from, tt.to)
+		var got []any
+		for _, p := range h.between(tt.from, tt.to) {
+			got = append(got, p.Value)
+		}
 		if diff := cmp.Diff(tt.want, got); diff != "" {
 			t.Errorf("between(%d, %d) (-want +got):\n%s", tt.from, tt.to, diff)
 		}
 	}
-	if got, _ := h.between(10, 30); cap(got) != len(got) {
+	if got := h.between(10, 30); cap(got) != len(got) {
 		t.Errorf("between returned spare capacity %d > %d: callers could overwrite history", cap(got), len(got))
 	}
-	if over := h.evict(20, 10); over != 0 || len(h.times) != 3 {
-		t.Fatalf("evict(20): overflow %d, %d left, want 0 and 3", over, len(h.times))
+	if over := h.evict(20, 10); over != 0 || h.len() != 3 {
+		t.Fatalf("evict(20): overflow %d, %d left, want 0 and 3", over, h.len())
 	}
-	if over := h.evict(0, 1); over != 2 || len(h.times) != 1 || h.values[0] != "d" {
-		t.Fatalf("evict cap 1: overflow %d, left %v, want 2 and [d]", over, h.values)
+	if over := h.evict(0, 1); over != 2 || h.len() != 1 || h.past[0].Value != "d" {
+		t.Fatalf("evict cap 1: overflow %d, left %v, want 2 and [d]", over, h.past)
 	}
 }

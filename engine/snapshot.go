@@ -142,21 +142,22 @@ func (t *Task) encodeKeys(e *codec.Encoder) error {
 		e.Varint(ks.lastTime)
 		n := 0
 		for i := range ks.hist {
-			if len(ks.hist[i].times) > 0 {
+			if ks.hist[i].len() > 0 {
 				n++
 			}
 		}
 		e.Int(n)
 		for i := range ks.hist {
 			h := &ks.hist[i]
-			if len(h.times) == 0 {
+			if h.len() == 0 {
 				continue
 			}
 			e.Int(i)
-			e.Int(len(h.times))
-			for j, ts := range h.times {
-				e.Varint(ts)
-				switch v := h.values[j].(type) {
+			e.Int(h.len())
+			for j := range h.past {
+				p := &h.past[j]
+				e.Varint(p.Time)
+				switch v := p.Value.(type) {
 				case *stream.Row:
 					e.Bool(true)
 					if err := stream.EncodeRow(e, v); err != nil {
@@ -168,7 +169,7 @@ func (t *Task) encodeKeys(e *codec.Encoder) error {
 						return fmt.Errorf("history of %q: %w", k, err)
 					}
 				}
-				m := h.marks[j]
+				m := p.Mark
 				e.Uvarint(m.Set)
 				e.Uvarint(m.Failed)
 				if m.Errs == nil {

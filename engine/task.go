@@ -111,9 +111,10 @@ type Task struct {
 // here, so that input buffers are not pinned by map keys.
 type keyState struct {
 	key      string
-	hist     []history // per stream; empty for streams that keep none
-	lastTime int64     // set through sweepQueue.touch
-	bucket   int64     // the sweep queue bucket that lists it, when listed
+	hist     []history // per stream; empty for streams that keep none; own when it fits
+	own      [keyStreams]history
+	lastTime int64 // set through sweepQueue.touch
+	bucket   int64 // the sweep queue bucket that lists it, when listed
 	listed   bool
 }
 
@@ -351,11 +352,21 @@ func horizon(wm, retention int64) int64 {
 	return stream.AddSat(wm, -retention)
 }
 
+// keyStreams is how many streams' histories a keyState holds in itself:
+// reaching a key's history then reads the keyState's own memory, not one
+// more array (a cache miss per event on a large key set).
+const keyStreams = 4
+
 func (t *Task) keyState(key string) *keyState {
 	ks, ok := t.keys[key]
 	if !ok {
 		key = strings.Clone(key)
-		ks = &keyState{key: key, hist: make([]history, len(t.rs.Streams)), lastTime: stream.MinTime}
+		ks = &keyState{key: key, lastTime: stream.MinTime}
+		if n := len(t.rs.Streams); n <= keyStreams {
+			ks.hist = ks.own[:n]
+		} else {
+			ks.hist = make([]history, n)
+		}
 		t.keys[key] = ks
 	}
 	return ks
@@ -379,9 +390,9 @@ func (t *Task) addToWindow(w int, key string, ts int64, fields map[string]any, r
 }
 
 // history serves history() for the event being decided.
-func (t *Task) history(stream int, window int64) ([]any, []rules.Mark) {
+func (t *Task) history(stream int, window int64) []rules.Past {
 	if t.cur == nil {
-		return nil, nil
+		return nil
 	}
 	return t.cur.hist[stream].between(horizon(t.curTime, window), t.curTime)
 }

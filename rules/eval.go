@@ -53,7 +53,7 @@ type program struct {
 // NewEvaluator compiles rs for one task. history serves history() calls: it
 // returns the current key's events of a stream within the window before the
 // current event's time (the task knows which key and time are current).
-func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) ([]any, []Mark)) (*Evaluator, error) {
+func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) []Past) (*Evaluator, error) {
 	e := &Evaluator{rs: rs, ctx: &Context{History: history}}
 	c := &compiler{rs: rs, doc: rs.Doc}
 	fc := fastCompiler{feats: featureFuncs(e.ctx), history: history}

@@ -36,16 +36,14 @@ func TestExplain(t *testing.T) {
 	}
 	tIdx := rs.streamIndex["transactions"]
 	preds := len(rs.Streams[tIdx].predicates)
-	var hist []any
-	var marks []Mark
-	ev, err := rs.NewEvaluator(func(stream int, window int64) ([]any, []Mark) { return hist, marks })
+	var hist []Past
+	ev, err := rs.NewEvaluator(func(stream int, window int64) []Past { return hist })
 	if err != nil {
 		t.Fatal(err)
 	}
 	tx := map[string]any{"amount": 1.5, "ip": "a"}
-	hist = []any{map[string]any{"amount": 1.0, "ip": "a"}, map[string]any{"amount": 3.0, "ip": "b"}, tx}
-	for _, h := range hist {
-		marks = append(marks, ev.Mark(tIdx, h.(map[string]any)))
+	for _, h := range []map[string]any{{"amount": 1.0, "ip": "a"}, {"amount": 3.0, "ip": "b"}, tx} {
+		hist = append(hist, Past{Value: h, Mark: ev.Mark(tIdx, h)})
 	}
 	idx := map[string]int{}
 	for i, r := range rs.Rules {

@@ -47,9 +47,18 @@ type Context struct {
 	// step name (their field maps), for match.<step> in step conditions.
 	Match func() map[string]any
 	// History returns the current key's events of stream with event time in
-	// [t - window, t], t being the current event's time, in time order: the
-	// events (field maps or Rows) and their Marks.
-	History func(stream int, window int64) ([]any, []Mark)
+	// [t - window, t], t being the current event's time, in time order.
+	History func(stream int, window int64) []Past
+}
+
+// Past is one past event of a key as history() reads it: its event time,
+// what history keeps of it (a Row of the fields rules read, or the whole
+// field map) and its element-predicate results. A key's events of a stream
+// are one slice of these, so that reading or adding one touches one array.
+type Past struct {
+	Time  int64
+	Value any
+	Mark  Mark
 }
 
 // historyRef is one history("stream", "window") call, resolved at load time.
@@ -125,7 +134,11 @@ func (c *compiler) options(s *exprSource, ctx *Context, refs *[]historyRef) []ex
 		feats := featureFuncs(ctx)
 		opts = append(opts,
 			expr.Function("history", func(args ...any) (any, error) {
-				rows, _ := ctx.History(args[0].(int), int64(args[1].(int)))
+				past := ctx.History(args[0].(int), int64(args[1].(int)))
+				rows := make([]any, len(past))
+				for i := range past {
+					rows[i] = past[i].Value
+				}
 				return rows, nil
 			}, new(func(int, int) []any)),
 			expr.Function(fnCount, feats[fnCount], new(func(int, int, int, int) int)),

@@ -26,7 +26,7 @@ type fastProg func(v map[string]any) (out any, ok bool)
 // fastCompiler builds fastProgs over one evaluator's history features.
 type fastCompiler struct {
 	feats   map[string]func(args ...any) (any, error)
-	history func(stream int, window int64) ([]any, []Mark)
+	history func(stream int, window int64) []Past
 }
 
 // program returns the fastProg of a program's tree, or nil. asBool is set
@@ -263,7 +263,6 @@ func (c fastCompiler) historyLen(n *ast.BuiltinNode) fastProg {
 	}
 	stream, window := s.Value, int64(w.Value)
 	return func(map[string]any) (any, bool) {
-		rows, _ := c.history(stream, window)
-		return len(rows), true
+		return len(c.history(stream, window)), true
 	}
 }

@@ -50,9 +50,8 @@ func TestFastPathDifferential(t *testing.T) {
 		if err != nil {
 			continue // not a boolean condition, or refused: nothing to compare
 		}
-		var rows []any
-		var marks []Mark
-		history := func(int, int64) ([]any, []Mark) { return rows, marks }
+		var past []Past
+		history := func(int, int64) []Past { return past }
 		withFast, err := rs.NewEvaluator(history)
 		if err != nil {
 			t.Fatal(err)
@@ -79,26 +78,24 @@ func TestFastPathDifferential(t *testing.T) {
 			return e
 		}
 		for range 4 {
-			rows, marks = nil, nil
+			past = nil
 			for range rng.IntN(5) {
 				e := event()
-				st := rs.Streams[0]
-				if st.HistoryFields != nil {
-					rows = append(rows, stream.NewRow(st.HistoryFields, e))
-				} else {
-					rows = append(rows, e)
-				}
 				m, sm := withFast.Mark(0, e), vmOnly.Mark(0, e)
 				if fmt.Sprint(m.Set, m.Failed, m.Errs != nil) != fmt.Sprint(sm.Set, sm.Failed, sm.Errs != nil) {
 					t.Fatalf("iteration %d (seed %d): %s: marks of %v differ: fast %+v, VM %+v", i, seed, when, e, m, sm)
 				}
-				marks = append(marks, m)
+				p := Past{Value: any(e), Mark: m}
+				if st := rs.Streams[0]; st.HistoryFields != nil {
+					p.Value = stream.NewRow(st.HistoryFields, e)
+				}
+				past = append(past, p)
 			}
 			cur := event()
 			got, gerr := withFast.When(0, cur)
 			want, werr := vmOnly.When(0, cur)
 			if got != want || fmt.Sprint(gerr) != fmt.Sprint(werr) {
-				t.Fatalf("iteration %d (seed %d): %s over %v (history %v):\nfast: %v %v\nVM:   %v %v", i, seed, when, cur, rows, got, gerr, want, werr)
+				t.Fatalf("iteration %d (seed %d): %s over %v (history %v):\nfast: %v %v\nVM:   %v %v", i, seed, when, cur, past, got, gerr, want, werr)
 			}
 			compared++
 		}

@@ -334,19 +334,18 @@ func (st *Stream) predicate(src string, register bool) (int, bool) {
 
 // featureFuncs are the native functions behind the rewrite, bound to ctx.
 func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
-	marks := func(args []any) ([]Mark, int) {
-		_, m := ctx.History(args[0].(int), int64(args[1].(int)))
-		return m, args[2].(int)
+	marks := func(args []any) ([]Past, int) {
+		return ctx.History(args[0].(int), int64(args[1].(int))), args[2].(int)
 	}
 	return map[string]func(args ...any) (any, error){
 		fnCount: func(args ...any) (any, error) {
 			ms, k := marks(args)
 			threshold, n := args[3].(int), 0
 			for i := range ms {
-				if err := ms[i].err(k); err != nil {
+				if err := ms[i].Mark.err(k); err != nil {
 					return nil, err
 				}
-				if ms[i].Set&(1<<k) != 0 {
+				if ms[i].Mark.Set&(1<<k) != 0 {
 					if n++; n == threshold {
 						break
 					}
@@ -372,18 +371,19 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 			return !found, err
 		},
 		fnDistinct: func(args ...any) (any, error) {
-			rows, ms := ctx.History(args[0].(int), int64(args[1].(int)))
+			past := ctx.History(args[0].(int), int64(args[1].(int)))
 			field, inline := args[2].(string), args[3].(bool)
 			fr := stream.NewFieldReader(field) // the rows share their names: find field once
 			var seen [16]distinctValue
 			distinct := seen[:0]
 		next:
-			for i, r := range rows {
+			for i := range past {
 				var d distinctValue
 				if inline {
-					d.s, d.isStr = ms[i].Inline.view()
+					d.s, d.isStr = past[i].Mark.Inline.view()
 				}
 				if !d.isStr {
+					r := past[i].Value
 					if row, ok := r.(*stream.Row); ok {
 						d.v, _ = fr.Get(row)
 					} else {
@@ -415,14 +415,14 @@ type distinctValue struct {
 	v     any // when not a string
 }
 
-// scanMarks walks marks in order until one has predicate k equal to want,
-// failing at a mark where k failed first.
-func scanMarks(ms []Mark, k int, want bool) (found bool, err error) {
+// scanMarks walks the events' marks in order until one has predicate k equal
+// to want, failing at a mark where k failed first.
+func scanMarks(ms []Past, k int, want bool) (found bool, err error) {
 	for i := range ms {
-		if err := ms[i].err(k); err != nil {
+		if err := ms[i].Mark.err(k); err != nil {
 			return false, err
 		}
-		if (ms[i].Set&(1<<k) != 0) == want {
+		if (ms[i].Mark.Set&(1<<k) != 0) == want {
 			return true, nil
 		}
 	}

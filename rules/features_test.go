@@ -104,21 +104,18 @@ func TestFeatureRewriteDifferential(t *testing.T) {
 // would keep them (projected rows and marks).
 func evalWith(t *testing.T, rs *Ruleset, events []map[string]any) string {
 	t.Helper()
-	var rows []any
-	var marks []Mark
-	var ev *Evaluator
-	ev, err := rs.NewEvaluator(func(int, int64) ([]any, []Mark) { return rows, marks })
+	var past []Past
+	ev, err := rs.NewEvaluator(func(int, int64) []Past { return past })
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := rs.Streams[0]
 	for _, e := range events {
+		p := Past{Value: any(e), Mark: ev.Mark(0, e)}
 		if st.HistoryFields != nil {
-			rows = append(rows, stream.NewRow(st.HistoryFields, e))
-		} else {
-			rows = append(rows, e)
+			p.Value = stream.NewRow(st.HistoryFields, e)
 		}
-		marks = append(marks, ev.Mark(0, e))
+		past = append(past, p)
 	}
 	ok, err := ev.When(0, map[string]any{})
 	return fmt.Sprintf("%v %v", ok, err)

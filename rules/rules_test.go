@@ -207,7 +207,7 @@ func FuzzLoad(f *testing.F) {
 			}
 			return
 		}
-		if _, err := rs.NewEvaluator(func(int, int64) ([]any, []Mark) { return nil, nil }); err != nil {
+		if _, err := rs.NewEvaluator(func(int, int64) []Past { return nil }); err != nil {
 			t.Fatalf("a loaded ruleset does not bind: %v", err)
 		}
 	})
