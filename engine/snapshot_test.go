@@ -224,4 +224,10 @@ rules:
 	if d, _, _, ok := r.task.Lookup(0, "t1"); !ok || !strings.Contains(string(d), `"id":"t1"`) {
 		t.Errorf("Lookup(t1) = %s, %v", d, ok)
 	}
+	// Past retention (1h), u's events are not shown, though u has not added
+	// an event since to evict them.
+	r.feed([]string{`{"watermark":3700000}`}, 3)
+	if v := r.task.Entity("u", EntityQuery{}); len(v.History["tx"]) != 0 {
+		t.Errorf("u's history after its retention (watermark %d): %s", v.Watermark, v.History["tx"])
+	}
 }
