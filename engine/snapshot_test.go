@@ -224,10 +224,31 @@ rules:
 	if d, _, _, ok := r.task.Lookup(0, "t1"); !ok || !strings.Contains(string(d), `"id":"t1"`) {
 		t.Errorf("Lookup(t1) = %s, %v", d, ok)
 	}
-	// Past retention (1h), u's events are not shown, though u has not added
-	// an event since to evict them.
-	r.feed([]string{`{"watermark":3700000}`}, 3)
-	if v := r.task.Entity("u", EntityQuery{}); len(v.History["tx"]) != 0 {
-		t.Errorf("u's history after its retention (watermark %d): %s", v.Watermark, v.History["tx"])
+}
+
+// TestEntityHidesExpired: a key kept alive by one stream shows none of its
+// events of another stream past that stream's retention, though it has not
+// added an event there since to evict them.
+func TestEntityHidesExpired(t *testing.T) {
+	rs, err := rules.Load([]byte(`
+streams:
+  tx: {key: user_id, time: ts, id: tx_id, decide: true}
+  logins: {key: user_id, time: ts}
+rules:
+  busy: {stream: tx, action: review, when: 'len(history("tx", "1h")) >= 2 || len(history("logins", "10m")) > 3'}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t, rs)
+	r.feed([]string{
+		`{"stream":"logins","value":{"user_id":"u","ts":1000}}`,
+		`{"stream":"tx","value":{"tx_id":"t1","user_id":"u","ts":2000}}`,
+		`{"stream":"tx","value":{"tx_id":"t2","user_id":"u","ts":1200000}}`,
+		`{"watermark":1300000}`,
+	}, 0)
+	v := r.task.Entity("u", EntityQuery{})
+	if len(v.History["logins"]) != 0 || len(v.History["tx"]) != 2 {
+		t.Errorf("history at watermark %d: %s", v.Watermark, v.History)
 	}
 }
