@@ -193,7 +193,9 @@ to the example ruleset's input topics, then measures:
      settings joins a group, reads the input topics and produces every record
      unchanged; clock from client creation to the last acknowledgement.
   2. vigil replay: engine.Replay over the same events in memory, output
-     discarded (GOGC 400 as vigil replay sets it, unless GOGC is set).
+     discarded; GOGC 400, vigil serve's, unless GOGC is set (vigil replay
+     itself runs at 800): the ratio of (3) to (2) is the Kafka layer's cost,
+     not a difference of collector settings.
   3. Vigil over Kafka: a service (fresh group, DefaultConfig) on the filled
      topics; clock from Run to the moment the decisions topic's end offsets
      count one decision per transaction record (polled every 5ms) and the
@@ -628,13 +630,13 @@ func gcPercent() int {
 	return v
 }
 
-// benchReplayPhase: phase 2, engine.Replay as `vigil replay` runs it (GOGC
-// 400 unless GOGC is set) over the workload's NDJSON in memory, output
+// benchReplayPhase: phase 2, engine.Replay as `vigil replay` runs it, but at
+// vigil serve's GOGC (unless GOGC is set), over the workload's NDJSON in memory, output
 // discarded. The clock covers the Replay call.
 func benchReplayPhase(ctx context.Context, c benchConfig, rs *rules.Ruleset, wl *benchWorkloadData) (*benchReplay, error) {
 	title := phaseTitles[phaseReplay]
 	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(400))
+		defer debug.SetGCPercent(debug.SetGCPercent(serveGOGC)) // as phase 3: see the help
 	}
 	gogc := gcPercent()
 	pctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -671,7 +673,7 @@ func benchReplayPhase(ctx context.Context, c benchConfig, rs *rules.Ruleset, wl 
 func benchKafkaPhase(ctx context.Context, c benchConfig, brokers []string, dir string, wl *benchWorkloadData,
 	markers map[topicPartition]int64, log *slog.Logger) (*benchKafka, error) {
 	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(400)) // as vigil serve sets it
+		defer debug.SetGCPercent(debug.SetGCPercent(serveGOGC)) // as vigil serve sets it
 	}
 	title := phaseTitles[phaseKafka]
 	pctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -1033,7 +1035,7 @@ const latencySuffix = ".bench-latency"
 // decision arrives. Latency is arrival − send of every transaction id.
 func benchLatencyPhase(ctx context.Context, c benchConfig, brokers []string, dir string, log *slog.Logger) (*benchLatency, error) {
 	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(400)) // as vigil serve sets it
+		defer debug.SetGCPercent(debug.SetGCPercent(serveGOGC)) // as vigil serve sets it
 	}
 	title := phaseTitles[phaseLatency]
 	bound := c.latencyDuration + c.timeout

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"runtime/pprof"
 	"sync"
 	"time"
@@ -66,11 +65,8 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintf(stderr, "\r%d records, %.0f records/s ", n, float64(n)/elapsed.Seconds())
 		}
 	}
-	if os.Getenv("GOGC") == "" {
-		// Replay is a batch job whose live heap is the retained state: a lazier
-		// collector trades memory for a large share of the CPU (measured in the README).
-		debug.SetGCPercent(400)
-	}
+	setGOGC(replayGOGC)
+	setReplayMemoryLimit()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

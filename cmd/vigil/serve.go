@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -67,11 +66,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.Partitions = int32(*partitions)
-	if os.Getenv("GOGC") == "" {
-		// The live heap is the retained state: a lazier collector saves a
-		// large share of the CPU (vigil bench). GOMEMLIMIT still caps memory.
-		debug.SetGCPercent(400)
-	}
+	setGOGC(serveGOGC)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
