@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,6 +49,7 @@ import (
 // benchConfig holds the flags of `vigil bench`.
 type benchConfig struct {
 	events, users, partitions int
+	runs                      int
 	seed                      uint64
 	rate                      float64
 	latencyDuration           time.Duration
@@ -121,10 +123,14 @@ type benchResult struct {
 	Load        benchThroughput   `json:"load"`
 	EndMarkers  int               `json:"end_markers"` // records appended after the workload, one per input partition
 	Passthrough *benchPassthrough `json:"passthrough"`
-	Replay      *benchReplay      `json:"replay"`
-	VigilKafka  *benchKafka       `json:"vigil_kafka"`
-	Latency     *benchLatency     `json:"latency"`
-	Error       string            `json:"error,omitempty"`
+	Replay      *benchReplay      `json:"replay"`      // the median run of phase 2
+	VigilKafka  *benchKafka       `json:"vigil_kafka"` // the median run of phase 3
+	// ReplayRuns and KafkaRuns are the events/s of every run of phases 2
+	// and 3, in order (--runs alternates them).
+	ReplayRuns []float64     `json:"replay_runs"`
+	KafkaRuns  []float64     `json:"kafka_runs"`
+	Latency    *benchLatency `json:"latency"`
+	Error      string        `json:"error,omitempty"`
 }
 
 type benchWorkload struct {
@@ -214,6 +220,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.users, "users", 20_000, "distinct users of the workload")
 	fs.Uint64Var(&c.seed, "seed", 1, "workload seed")
 	fs.IntVar(&c.partitions, "partitions", 4, "partitions of every topic (tasks run one per partition; replay too)")
+	fs.IntVar(&c.runs, "runs", 1, "runs of phases 2 and 3, alternated; each reports its median run (a noisy machine varies by a quarter from run to run)")
 	fs.Float64Var(&c.rate, "rate", 10_000, "input rate of the latency phase, events/s (all streams together)")
 	fs.DurationVar(&c.latencyDuration, "latency-duration", 10*time.Second, "how long the latency phase produces")
 	fs.DurationVar(&c.timeout, "timeout", 3*time.Minute, "bound on each phase (the latency phase: its duration plus this)")
@@ -230,6 +237,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if c.users <= 0 {
 		bad = append(bad, "--users must be positive")
+	}
+	if c.runs < 1 || c.runs > 50 {
+		bad = append(bad, "--runs must be between 1 and 50")
 	}
 	if c.partitions < 1 || c.partitions > 1024 {
 		bad = append(bad, "--partitions must be between 1 and 1024")
@@ -346,39 +356,61 @@ func bench(ctx context.Context, c benchConfig, res *benchResult, stderr io.Write
 	}
 	res.EndMarkers = len(markers)
 
-	phases := []struct {
-		name string
-		run  func() error
-	}{
-		{phasePassthrough, func() (err error) {
-			res.Passthrough, err = benchPassthroughPhase(ctx, c, brokers, topics, passthroughTopic, len(wl.records), len(markers))
-			return err
-		}},
-		{phaseReplay, func() (err error) {
-			res.Replay, err = benchReplayPhase(ctx, c, rs, wl)
-			return err
-		}},
-		{phaseKafka, func() (err error) {
-			res.VigilKafka, err = benchKafkaPhase(ctx, c, brokers, dir, wl, markers, log)
-			if err == nil && res.Replay != nil && res.Replay.EventsPerSec > 0 {
-				res.VigilKafka.PercentOfReplay = 100 * res.VigilKafka.EventsPerSec / res.Replay.EventsPerSec
+	runPhase := func(name string, run func() error) error {
+		runtime.GC() // the previous phase's garbage is not this one's cost
+		err := run()
+		c.prof.end(name)
+		return err
+	}
+	err = runPhase(phasePassthrough, func() (err error) {
+		res.Passthrough, err = benchPassthroughPhase(ctx, c, brokers, topics, passthroughTopic, len(wl.records), len(markers))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var replays []*benchReplay
+	var kafkas []*benchKafka
+	for run := range c.runs {
+		err := runPhase(phaseReplay, func() error {
+			r, err := benchReplayPhase(ctx, c, rs, wl)
+			if err == nil {
+				replays = append(replays, r)
+				res.ReplayRuns = append(res.ReplayRuns, r.EventsPerSec)
 			}
 			return err
-		}},
-		{phaseLatency, func() (err error) {
-			res.Latency, err = benchLatencyPhase(ctx, c, brokers, dir, log)
-			return err
-		}},
-	}
-	for _, ph := range phases {
-		runtime.GC() // the previous phase's garbage is not this one's cost
-		err := ph.run()
-		c.prof.end(ph.name)
+		})
+		if err == nil {
+			err = runPhase(phaseKafka, func() error {
+				k, err := benchKafkaPhase(ctx, c, run, brokers, dir, wl, markers, log)
+				if err == nil {
+					kafkas = append(kafkas, k)
+					res.KafkaRuns = append(res.KafkaRuns, k.EventsPerSec)
+				}
+				return err
+			})
+		}
 		if err != nil {
 			return err
 		}
 	}
-	return nil
+	res.Replay = medianRun(replays, func(r *benchReplay) float64 { return r.EventsPerSec })
+	res.VigilKafka = medianRun(kafkas, func(k *benchKafka) float64 { return k.EventsPerSec })
+	if res.Replay.EventsPerSec > 0 {
+		res.VigilKafka.PercentOfReplay = 100 * res.VigilKafka.EventsPerSec / res.Replay.EventsPerSec
+	}
+	return runPhase(phaseLatency, func() (err error) {
+		res.Latency, err = benchLatencyPhase(ctx, c, brokers, dir, log)
+		return err
+	})
+}
+
+// medianRun returns the run of median rate (the lower middle one of an even
+// number).
+func medianRun[T any](runs []T, rate func(T) float64) T {
+	sorted := slices.Clone(runs)
+	slices.SortFunc(sorted, func(a, b T) int { return cmp.Compare(rate(a), rate(b)) })
+	return sorted[(len(sorted)-1)/2]
 }
 
 // streamTopics returns the ruleset's input streams by name (index into
@@ -670,7 +702,7 @@ func benchReplayPhase(ctx context.Context, c benchConfig, rs *rules.Ruleset, wl 
 // distinct tx_id was decided. The service is stopped at the clock; its
 // final checkpoint commits the input offsets it processed, reported as
 // processed_at_stop (events + end markers).
-func benchKafkaPhase(ctx context.Context, c benchConfig, brokers []string, dir string, wl *benchWorkloadData,
+func benchKafkaPhase(ctx context.Context, c benchConfig, nth int, brokers []string, dir string, wl *benchWorkloadData,
 	markers map[topicPartition]int64, log *slog.Logger) (*benchKafka, error) {
 	if os.Getenv("GOGC") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(serveGOGC)) // as vigil serve sets it
@@ -682,6 +714,17 @@ func benchKafkaPhase(ctx context.Context, c benchConfig, brokers []string, dir s
 	cfg.Brokers = brokers
 	cfg.Group = "bench-vigil"
 	cfg.DataDir = filepath.Join(dir, "vigil")
+	if nth > 0 {
+		// A fresh group, data directory and outputs: nothing of an
+		// earlier run is read back.
+		suffix := fmt.Sprintf(".run%d", nth)
+		cfg.Group += suffix
+		cfg.DataDir += suffix
+		t := &cfg.Topics
+		for _, name := range []*string{&t.Decisions, &t.Alerts, &t.Joins, &t.Windows, &t.Late, &t.DLQ, &t.Rules, &t.Checkpoints} {
+			*name += suffix
+		}
+	}
 	cfg.Partitions = int32(c.partitions)
 	cfg.Logger = log
 	svc, err := kafka.New(pctx, cfg, examples.Fraud, true)
@@ -1244,6 +1287,17 @@ func renameTopics(src []byte, suffix string) ([]byte, error) {
 }
 
 // printBench prints the results as a table.
+func rates(rs []float64) string {
+	var b strings.Builder
+	for i, r := range rs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%.0f", r)
+	}
+	return b.String()
+}
+
 func printBench(w io.Writer, c benchConfig, r *benchResult) {
 	wl := r.Workload
 	fmt.Fprintf(w, "workload: %d events (%d transactions, %d distinct tx ids; %d logins; %d devices; %.1f MB of values),\n"+
@@ -1283,6 +1337,10 @@ func printBench(w io.Writer, c benchConfig, r *benchResult) {
 	if p := r.Replay; p != nil {
 		rp = &p.benchThroughput
 		notes = append(notes, fmt.Sprintf("2: engine.Replay in memory, output discarded; %d decisions; GOGC=%d", p.Decisions, p.GOGC))
+	}
+	if len(r.ReplayRuns) > 1 {
+		notes = append(notes, fmt.Sprintf("2, 3: the median of %d alternated runs each; events/s of every run:\n"+
+			"   replay %s\n   Kafka  %s", len(r.ReplayRuns), rates(r.ReplayRuns), rates(r.KafkaRuns)))
 	}
 	if p := r.VigilKafka; p != nil {
 		vk = &p.benchThroughput

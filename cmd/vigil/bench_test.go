@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func TestBenchCommand(t *testing.T) {
 	defer cancel()
 	var out, errOut strings.Builder
 	code := run(ctx, []string{"bench", "--events", "3000", "--users", "300", "--latency-duration", "2s",
-		"--rate", "1000", "--json"}, &out, &errOut)
+		"--rate", "1000", "--runs", "2", "--json"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit status %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
 	}
@@ -46,7 +47,7 @@ func TestBenchCommand(t *testing.T) {
 		"latency": {"rate", "duration_seconds", "users", "events", "transactions", "transaction_ids", "decided",
 			"achieved_rate", "max_behind_ms", "p50_ms", "p99_ms", "max_ms", "gogc"},
 	}
-	for _, top := range []string{"broker", "gomaxprocs", "end_markers"} {
+	for _, top := range []string{"broker", "gomaxprocs", "end_markers", "replay_runs", "kafka_runs"} {
 		if _, ok := raw[top]; !ok {
 			t.Errorf("no %q in the report", top)
 		}
@@ -111,6 +112,10 @@ func TestBenchCommand(t *testing.T) {
 	}
 	if !(k.PercentOfReplay > 0) {
 		t.Errorf("percent_of_replay %v, want positive", k.PercentOfReplay)
+	}
+	if len(r.ReplayRuns) != 2 || len(r.KafkaRuns) != 2 ||
+		!slices.Contains(r.ReplayRuns, r.Replay.EventsPerSec) || !slices.Contains(r.KafkaRuns, k.EventsPerSec) {
+		t.Errorf("--runs 2: replay runs %v (median %v), Kafka runs %v (median %v)", r.ReplayRuns, r.Replay.EventsPerSec, r.KafkaRuns, k.EventsPerSec)
 	}
 
 	l := r.Latency
