@@ -222,7 +222,7 @@ func (t *Task) processDerived(ev *stream.Event) {
 	}
 	rec := &Record{Stream: ev.Stream, StreamName: st.Name, Value: ev.Raw, Fields: ev.Value}
 	for _, w := range st.Windows {
-		t.addToWindow(w, ks.key, ev.Time, ev.Value, rec)
+		t.addToWindow(w, ks, ev.Time, ev.Value, rec)
 	}
 	t.feedOperators(st, ev)
 }

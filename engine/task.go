@@ -113,8 +113,9 @@ type keyState struct {
 	key      string
 	hist     []history // per stream; empty for streams that keep none; own when it fits
 	own      [keyStreams]history
-	lastTime int64 // set through sweepQueue.touch
-	bucket   int64 // the sweep queue bucket that lists it, when listed
+	wins     []window.Key // per window of the ruleset: the key's state there; nil until it has one
+	lastTime int64        // set through sweepQueue.touch
+	bucket   int64        // the sweep queue bucket that lists it, when listed
 	listed   bool
 }
 
@@ -261,7 +262,7 @@ func (t *Task) Process(rec *Record) {
 	t.idle.touch(ks, ts)
 	t.keep(ks, st, ts, rec.row, rec.mark)
 	for _, w := range st.Windows {
-		t.addToWindow(w, ks.key, ts, rec.Fields, rec)
+		t.addToWindow(w, ks, ts, rec.Fields, rec)
 	}
 	if len(st.Patterns) > 0 || len(st.Joins) > 0 {
 		ev := &stream.Event{Stream: rec.Stream, Partition: rec.Partition, Offset: rec.Offset, Key: ks.key, Time: ts,
@@ -372,7 +373,7 @@ func (t *Task) keyState(key string) *keyState {
 	return ks
 }
 
-func (t *Task) addToWindow(w int, key string, ts int64, fields map[string]any, rec *Record) {
+func (t *Task) addToWindow(w int, ks *keyState, ts int64, fields map[string]any, rec *Record) {
 	args := t.args[w]
 	keep, err := t.ev.WindowArgs(w, fields, args)
 	if err != nil {
@@ -383,8 +384,11 @@ func (t *Task) addToWindow(w int, key string, ts int64, fields map[string]any, r
 	if !keep {
 		return
 	}
-	if !t.windows[w].Add(key, ts, args, t.wm, t.fire[w]) {
-		t.emitLate("window", t.rs.Windows[w].Name, t.rs.Windows[w].Stream, key, ts, rec.Value)
+	if ks.wins == nil {
+		ks.wins = make([]window.Key, len(t.windows))
+	}
+	if !t.windows[w].AddKey(&ks.wins[w], ks.key, ts, args, t.wm, t.fire[w]) {
+		t.emitLate("window", t.rs.Windows[w].Name, t.rs.Windows[w].Stream, ks.key, ts, rec.Value)
 	}
 	clear(args)
 }

@@ -44,7 +44,17 @@ type keyState struct {
 	key    string
 	wins   []*window
 	inline [2]*window // first backing array of wins: most keys have one or two windows
+	op     *Operator  // the operator whose keys hold it, while live
+	live   bool       // in op.keys: a Key that holds it may use it
 }
+
+// Key is a handle on one key's state in an Operator, for a caller that keeps
+// per-key state of its own: AddKey with the same Key skips looking the key
+// up (a hash and a cache miss per element, about 5% of a replay). The zero
+// Key is empty; AddKey fills it, and looks the key up again when the state
+// it holds has been dropped (every window of the key purged) or replaced (a
+// restore), or belongs to another Operator.
+type Key struct{ ks *keyState }
 
 // window is one live window of one key.
 type window struct {
@@ -116,26 +126,39 @@ func (o *Operator) Len() int { return len(o.timers) }
 //
 // emit must not call back into the Operator.
 func (o *Operator) Add(key string, t int64, args []any, wm int64, emit func(Result)) bool {
+	var k Key
+	return o.AddKey(&k, key, t, args, wm, emit)
+}
+
+// AddKey is Add with a Key handle on key's state (see Key): k must have been
+// used with this key only.
+func (o *Operator) AddKey(k *Key, key string, t int64, args []any, wm int64, emit func(Result)) bool {
 	o.Advance(wm, emit)
+	ks := k.ks
+	if ks == nil || !ks.live || ks.op != o {
+		ks = o.keys[key]
+	}
+	var ok bool
 	switch o.spec.Kind {
 	case Tumbling:
 		r := alignRem(t, o.spec.Offset, o.spec.Size)
-		_, _, ok := o.addFixed(o.keys[key], key, 0, satSub(t, r), satAdd(t, o.spec.Size-r), args, emit)
-		return ok
+		ks, _, ok = o.addFixed(ks, key, 0, satSub(t, r), satAdd(t, o.spec.Size-r), args, emit)
 	case Sliding:
-		return o.addSliding(key, t, args, emit)
+		ks, ok = o.addSliding(ks, key, t, args, emit)
 	default:
-		return o.addSession(key, t, args, emit)
+		ks, ok = o.addSession(ks, key, t, args, emit)
 	}
+	k.ks = ks
+	return ok
 }
 
 // addSliding adds the element to every sliding window that contains t, in
 // order of start. The window with offset off from t is
 // [t-off, t-off+size); off runs over r, r+slide, … below size.
-func (o *Operator) addSliding(key string, t int64, args []any, emit func(Result)) bool {
+func (o *Operator) addSliding(ks *keyState, key string, t int64, args []any, emit func(Result)) (*keyState, bool) {
 	size, slide := o.spec.Size, o.spec.Slide
 	r := alignRem(t, o.spec.Offset, slide)
-	ks, next, accepted := o.keys[key], 0, false
+	next, accepted := 0, false
 	for off := r + (size-1-r)/slide*slide; off >= r; off -= slide {
 		var ok bool
 		// The element's windows follow each other in ks.wins: each search
@@ -143,7 +166,7 @@ func (o *Operator) addSliding(key string, t int64, args []any, emit func(Result)
 		ks, next, ok = o.addFixed(ks, key, next, satSub(t, off), satAdd(t, size-off), args, emit)
 		accepted = accepted || ok
 	}
-	return accepted
+	return ks, accepted
 }
 
 // addFixed adds an element to the tumbling or sliding window [start, end) of
@@ -177,9 +200,8 @@ func (o *Operator) addFixed(ks *keyState, key string, from int, start, end int64
 
 // addSession adds the element's session [t, t+gap) to key, merging it with
 // every session it overlaps or touches.
-func (o *Operator) addSession(key string, t int64, args []any, emit func(Result)) bool {
+func (o *Operator) addSession(ks *keyState, key string, t int64, args []any, emit func(Result)) (*keyState, bool) {
 	start, end := t, satAdd(t, o.spec.Gap)
-	ks := o.keys[key]
 	var lo, hi int
 	if ks != nil {
 		// Sessions are disjoint and sorted, so the ones that intersect
@@ -191,7 +213,7 @@ func (o *Operator) addSession(key string, t int64, args []any, emit func(Result)
 		// No session to join. Live sessions all have a cleanup time after the
 		// watermark, so only a session on its own can be late.
 		if o.cleanupTime(end) <= o.wm {
-			return false
+			return ks, false
 		}
 		if ks == nil {
 			ks = o.newKey(key)
@@ -200,7 +222,7 @@ func (o *Operator) addSession(key string, t int64, args []any, emit func(Result)
 		ks.wins = slices.Insert(ks.wins, lo, w)
 		w.add(o.kinds, args)
 		o.settle(w, timerNew, emit)
-		return true
+		return ks, true
 	}
 	w := ks.wins[lo]
 	start, end = min(w.start, start), max(ks.wins[hi-1].end, end)
@@ -213,7 +235,7 @@ func (o *Operator) addSession(key string, t int64, args []any, emit func(Result)
 	w.start, w.end = start, end
 	w.add(o.kinds, args)
 	o.settle(w, timerMoved, emit)
-	return true
+	return ks, true
 }
 
 // timerChange says how a window's timer entry relates to the heap when
@@ -307,7 +329,7 @@ func (o *Operator) fire(w *window, emit func(Result)) {
 // long as the key's windows.
 func (o *Operator) newKey(key string) *keyState {
 	key = strings.Clone(key)
-	ks := &keyState{key: key}
+	ks := &keyState{key: key, op: o, live: true}
 	ks.wins = ks.inline[:0]
 	o.keys[key] = ks
 	o.keysPeak = max(o.keysPeak, len(o.keys))
@@ -369,6 +391,7 @@ func (o *Operator) drop(w *window) {
 	}
 	if len(ks.wins) == 0 {
 		delete(o.keys, ks.key)
+		ks.live = false
 	}
 }
 

@@ -251,7 +251,7 @@ func (o *Operator) Decode(d *codec.Decoder) error {
 		if d.Err() == nil && nWins == 0 {
 			d.Fail("key %q has no windows", key)
 		}
-		ks := &keyState{key: key}
+		ks := &keyState{key: key, op: o, live: true}
 		ks.wins = ks.inline[:0]
 		for j := range nWins {
 			w := o.decodeWindow(d, ks, wm, j)
@@ -283,6 +283,9 @@ func (o *Operator) Decode(d *codec.Decoder) error {
 		w.idx = i
 	}
 	o.wm = wm
+	for _, ks := range o.keys {
+		ks.live = false // Keys holding them look the key up again
+	}
 	o.keys = keys
 	o.keysPeak = len(keys) // memory accounting starts afresh, as after shrink
 	o.timers = timers

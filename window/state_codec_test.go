@@ -191,7 +191,27 @@ func (s stateStep) run(op *Operator, emit func(Result)) bool {
 		op.Advance(s.wm, emit)
 		return true
 	}
-	return op.Add(s.key, s.t, s.args, s.wm, emit)
+	return addKeyed(op, s.key, s.t, s.args, s.wm, emit)
+}
+
+// heldKeys are the Key handles addKeyed keeps per operator and key, across
+// restores into the same operator: a handle taken before a restore must not
+// reach the state the restore replaced.
+var heldKeys = map[*Operator]map[string]*Key{}
+
+// addKeyed is op.Add through a Key handle kept for op and key.
+func addKeyed(op *Operator, key string, t int64, args []any, wm int64, emit func(Result)) bool {
+	keys := heldKeys[op]
+	if keys == nil {
+		keys = map[string]*Key{}
+		heldKeys[op] = keys
+	}
+	k := keys[key]
+	if k == nil {
+		k = new(Key)
+		keys[key] = k
+	}
+	return op.AddKey(k, key, t, args, wm, emit)
 }
 
 // encodeState returns op's encoding and fails t if Encode fails.
