@@ -38,6 +38,16 @@ var DefaultTopics = Topics{
 	Checkpoints: "vigil.checkpoints",
 }
 
+// WithSuffix returns the names with suffix appended to every one, the rules
+// and checkpoint topics included: a second service on the same broker that
+// shares nothing with the first (vigil bench runs several).
+func (t Topics) WithSuffix(suffix string) Topics {
+	for _, name := range []*string{&t.Decisions, &t.Alerts, &t.Joins, &t.Windows, &t.Late, &t.DLQ, &t.Rules, &t.Checkpoints} {
+		*name += suffix
+	}
+	return t
+}
+
 // outputs lists the output topics (not the rules topic), in a fixed order.
 func (t Topics) outputs() []string {
 	return []string{t.Decisions, t.Alerts, t.Joins, t.Windows, t.Late, t.DLQ}

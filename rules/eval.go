@@ -323,7 +323,7 @@ func (e *Evaluator) Mark(stream int, v map[string]any) Mark {
 	var m Mark
 	if f := e.rs.Streams[stream].inlineField; f != "" {
 		if s, ok := v[f].(string); ok {
-			m.Inline = MakeShort(s)
+			m.Inline = makeShort(s)
 		}
 	}
 	for k, p := range e.preds[stream] {

@@ -49,8 +49,8 @@ type Short struct {
 	b [15]byte
 }
 
-// MakeShort returns s as a Short, or the zero Short when s is too long.
-func MakeShort(s string) Short {
+// makeShort returns s as a Short, or the zero Short when s is too long.
+func makeShort(s string) Short {
 	var sh Short
 	if len(s) < len(sh.b)+1 {
 		sh.n = uint8(len(s) + 1)

@@ -720,10 +720,7 @@ func benchKafkaPhase(ctx context.Context, c benchConfig, nth int, brokers []stri
 		suffix := fmt.Sprintf(".run%d", nth)
 		cfg.Group += suffix
 		cfg.DataDir += suffix
-		t := &cfg.Topics
-		for _, name := range []*string{&t.Decisions, &t.Alerts, &t.Joins, &t.Windows, &t.Late, &t.DLQ, &t.Rules, &t.Checkpoints} {
-			*name += suffix
-		}
+		cfg.Topics = cfg.Topics.WithSuffix(suffix)
 	}
 	cfg.Partitions = int32(c.partitions)
 	cfg.Logger = log
@@ -1114,10 +1111,7 @@ func benchLatencyPhase(ctx context.Context, c benchConfig, brokers []string, dir
 	cfg.DataDir = filepath.Join(dir, "latency")
 	cfg.Partitions = int32(c.partitions)
 	cfg.Logger = log
-	t := &cfg.Topics
-	for _, name := range []*string{&t.Decisions, &t.Alerts, &t.Joins, &t.Windows, &t.Late, &t.DLQ, &t.Rules} {
-		*name += latencySuffix
-	}
+	cfg.Topics = cfg.Topics.WithSuffix(latencySuffix)
 	svc, err := kafka.New(pctx, cfg, seed, true)
 	if err != nil {
 		return fail(fmt.Errorf("start the service: %w", err))
