@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/vigil-cep/vigil/internal/jsonv"
 	"github.com/vigil-cep/vigil/rules"
@@ -224,13 +225,21 @@ func readBatches(ctx context.Context, in io.Reader, maxRecord int, send func(*ba
 		first     int64 = 1
 	)
 	maxLines, maxBytes := firstBatchLines, batchBytes*firstBatchLines/batchLines
+	// Each batch gets a buffer of its own, with room for its lines and one
+	// more, which becomes its text without a copy: the batch's records
+	// point into it, and nothing writes to it once it is handed on.
+	fresh := func() {
+		buf, ends = make([]byte, 0, maxBytes+min(maxRecord, 64<<10)), make([]int, 0, maxLines)
+	}
+	fresh()
 	flush := func() bool {
 		if len(ends) == 0 {
 			return true
 		}
+		b := &batch{text: unsafe.String(unsafe.SliceData(buf), len(buf)), ends: ends, firstLine: first, oversized: oversized, done: make(chan struct{})}
 		maxLines, maxBytes = min(2*maxLines, batchLines), min(2*maxBytes, batchBytes)
-		b := &batch{text: string(buf), ends: ends, firstLine: first, oversized: oversized, done: make(chan struct{})}
-		buf, ends, oversized, first = buf[:0], nil, nil, line
+		fresh()
+		oversized, first = nil, line
 		return send(b)
 	}
 	for {

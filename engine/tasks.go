@@ -40,9 +40,8 @@ type partTask struct {
 	steps []step
 	work  chan []step
 	done  chan struct{}
-	outs  []tagged // outputs of the current batch, in order
-	buf   []byte
-	cur   int // index of the item being processed, for tagging outputs
+	out   outputs // of the current batch
+	cur   int     // index of the item being processed, for tagging outputs
 }
 
 // step is one item for one task: the item, its index in the batch, and the
@@ -53,10 +52,57 @@ type step struct {
 	now int64
 }
 
-// tagged locates one output in partTask.buf.
+// outputs buffers one task's outputs of a batch, in order, in chunks: a
+// chunk is never copied to grow (the end of input fires every window at
+// once, megabytes per task), and the chunks are reused batch after batch.
+type outputs struct {
+	chunks [][]byte // the first used hold the outputs
+	used   int
+	tags   []tagged // one per output, in order
+}
+
+// outChunk is the size of a chunk; a larger output gets a chunk of its own.
+const outChunk = 256 << 10
+
+// tagged locates one output in outputs: the item that produced it, and
+// where its bytes are.
 type tagged struct {
 	idx        int
+	chunk      int
 	start, end int
+}
+
+// add appends v and a newline, as the output of item idx.
+func (o *outputs) add(idx int, v []byte) {
+	n := len(v) + 1
+	if o.used == 0 || cap(o.chunks[o.used-1])-len(o.chunks[o.used-1]) < n {
+		if o.used == len(o.chunks) || cap(o.chunks[o.used]) < n {
+			o.chunks = slices.Insert(o.chunks, o.used, make([]byte, 0, max(outChunk, n)))
+		}
+		o.used++
+	}
+	c := &o.chunks[o.used-1]
+	start := len(*c)
+	*c = append(append(*c, v...), '\n')
+	o.tags = append(o.tags, tagged{idx: idx, chunk: o.used - 1, start: start, end: len(*c)})
+}
+
+// bytes returns the output a tag locates.
+func (o *outputs) bytes(t tagged) []byte { return o.chunks[t.chunk][t.start:t.end] }
+
+// writeAll writes every output, in order.
+func (o *outputs) writeAll(write func([]byte)) {
+	for _, c := range o.chunks[:o.used] {
+		write(c)
+	}
+}
+
+// reset empties o, keeping its chunks for the next batch.
+func (o *outputs) reset() {
+	for i := range o.chunks[:o.used] {
+		o.chunks[i] = o.chunks[i][:0]
+	}
+	o.used, o.tags = 0, o.tags[:0]
 }
 
 func newTaskSet(rs *rules.Ruleset, write func([]byte)) *taskSet {
@@ -72,11 +118,7 @@ func (s *taskSet) partition(p int32) (*partTask, error) {
 		return nil, fmt.Errorf("more than %d partitions in one replay", MaxReplayPartitions)
 	}
 	pt := &partTask{part: p, work: make(chan []step), done: make(chan struct{})}
-	task, err := NewTask(s.rs, func(o Output) {
-		start := len(pt.buf)
-		pt.buf = append(append(pt.buf, o.Value...), '\n')
-		pt.outs = append(pt.outs, tagged{idx: pt.cur, start: start, end: len(pt.buf)})
-	})
+	task, err := NewTask(s.rs, func(o Output) { pt.out.add(pt.cur, o.Value) })
 	if err != nil {
 		return nil, err
 	}
@@ -167,26 +209,26 @@ func (s *taskSet) advanceClock(rec *Record) {
 // merge writes the tasks' outputs by item index, ties in partition order.
 func (s *taskSet) merge(tasks []*partTask) {
 	if len(tasks) == 1 {
-		s.write(tasks[0].buf)
+		tasks[0].out.writeAll(s.write)
 	} else {
 		pos := make([]int, len(tasks))
 		for {
 			best := -1
 			for i, pt := range tasks {
-				if pos[i] < len(pt.outs) && (best < 0 || pt.outs[pos[i]].idx < tasks[best].outs[pos[best]].idx) {
+				if pos[i] < len(pt.out.tags) && (best < 0 || pt.out.tags[pos[i]].idx < tasks[best].out.tags[pos[best]].idx) {
 					best = i
 				}
 			}
 			if best < 0 {
 				break
 			}
-			o := tasks[best].outs[pos[best]]
-			s.write(tasks[best].buf[o.start:o.end])
+			out := &tasks[best].out
+			s.write(out.bytes(out.tags[pos[best]]))
 			pos[best]++
 		}
 	}
 	for _, pt := range tasks {
-		pt.buf, pt.outs = pt.buf[:0], pt.outs[:0]
+		pt.out.reset()
 	}
 }
 
@@ -202,8 +244,8 @@ func (s *taskSet) finish() {
 	}
 	wg.Wait()
 	for _, pt := range s.tasks {
-		s.write(pt.buf)
-		pt.buf, pt.outs = pt.buf[:0], pt.outs[:0]
+		pt.out.writeAll(s.write)
+		pt.out.reset()
 	}
 }
 
