@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ type Evaluator struct {
 	key, time, id []program // per stream
 	where         []program // per window
 	args          [][]program
+	argSame       [][]int     // per window and aggregate: an earlier argument with the same text, or -1
 	when, reason  []program   // per rule
 	preds         [][]program // per stream: element predicates of history features
 	nfas          []*cep.NFA  // per pattern, conditions bound to this evaluator
@@ -89,10 +91,12 @@ func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) []Past) (
 	for _, w := range rs.Windows {
 		e.where = append(e.where, add(bind(w.where)))
 		var args []program
-		for _, a := range w.args {
+		same := make([]int, len(w.args))
+		for i, a := range w.args {
 			args = append(args, add(bind(a)))
+			same[i] = slices.IndexFunc(w.args[:i], func(b *exprSource) bool { return a != nil && b != nil && b.src == a.src })
 		}
-		e.args = append(e.args, args)
+		e.args, e.argSame = append(e.args, args), append(e.argSame, same)
 	}
 	for _, r := range rs.Rules {
 		e.when = append(e.when, add(bind(&r.when)))
@@ -280,6 +284,10 @@ func (e *Evaluator) WindowArgs(w int, v map[string]any, args []any) (keep bool, 
 	for i, p := range e.args[w] {
 		if p.src == nil {
 			args[i] = nil
+			continue
+		}
+		if j := e.argSame[w][i]; j >= 0 {
+			args[i] = args[j] // sum(x) and max(x): x once (expressions are deterministic)
 			continue
 		}
 		out, err := e.run(p, v)

@@ -57,6 +57,38 @@ func TestEvaluatorExtracts(t *testing.T) {
 	}
 }
 
+// TestWindowArgsRepeated: an argument written twice (sum(x), max(x)) is
+// evaluated once and handed to both aggregates; the others keep their own.
+func TestWindowArgsRepeated(t *testing.T) {
+	rs, err := Load([]byte(`
+streams:
+  tx: {key: k, time: ts}
+windows:
+  w:
+    stream: tx
+    tumbling: 1m
+    aggregate: {n: count(), s: sum(x), m: max(x), d: count_distinct(x), y: sum(x + 1), z: max(x + 1)}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := rs.NewEvaluator(func(int, int64) []Past { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := rs.Windows[0]
+	args := make([]any, len(w.Aggs))
+	if keep, err := ev.WindowArgs(0, map[string]any{"k": "a", "ts": 1.0, "x": 2.0}, args); err != nil || !keep {
+		t.Fatalf("WindowArgs: %v, %v", keep, err)
+	}
+	want := map[string]any{"n": nil, "s": 2.0, "m": 2.0, "d": 2.0, "y": 3.0, "z": 3.0}
+	for i, a := range w.Aggs {
+		if args[i] != want[a.Name] {
+			t.Errorf("%s: %v, want %v", a.Name, args[i], want[a.Name])
+		}
+	}
+}
+
 // BenchmarkEvaluate measures one rule over a key's history of n events, the
 // per-decision cost of the example ruleset's velocity rules.
 func BenchmarkEvaluate(b *testing.B) {
