@@ -30,15 +30,27 @@ type patternKey struct {
 	buf   []*cep.Event // event-time ordering: events above the watermark, by (time, seq)
 	clock int64        // the NFA's time: never goes back
 	due   int64        // the time this key is queued at in due, or MaxTime
+	live  bool         // in keys: a handle (keyState.pats) may use it
 }
 
 func (op *patternOp) keyState(key string) *patternKey {
 	pk, ok := op.keys[key]
 	if !ok {
-		pk = &patternKey{key: key, state: op.nfa.NewState(), clock: stream.MinTime, due: stream.MaxTime}
+		pk = &patternKey{key: key, state: op.nfa.NewState(), clock: stream.MinTime, due: stream.MaxTime, live: true}
 		op.keys[key] = pk
 	}
 	return pk
+}
+
+// handle is keyState through a handle the task keeps with the key's own
+// state, which saves hashing the key again per event; h is refreshed when
+// the state it holds has been deleted.
+func (op *patternOp) handle(h **patternKey, key string) *patternKey {
+	if pk := *h; pk != nil && pk.live {
+		return pk
+	}
+	*h = op.keyState(key)
+	return *h
 }
 
 // schedule queues pk at time at, unless it is queued earlier already.
@@ -51,9 +63,12 @@ func (op *patternOp) schedule(pk *patternKey, at int64) {
 
 // feedPattern hands one event of the pattern's stream to the key's NFA, or
 // buffers it, or reports it late.
-func (t *Task) feedPattern(pi int, ev *stream.Event) {
+func (t *Task) feedPattern(pi int, ks *keyState, ev *stream.Event) {
 	op := t.patterns[pi]
-	pk := op.keyState(ev.Key)
+	if ks.pats == nil {
+		ks.pats = make([]*patternKey, len(t.patterns))
+	}
+	pk := op.handle(&ks.pats[pi], ev.Key)
 	t.seq++
 	cev := &cep.Event{Time: ev.Time, Seq: t.seq, Value: ev}
 	if op.p.Ordering == rules.Arrival {
@@ -146,6 +161,7 @@ func (t *Task) advancePattern(pi int, op *patternOp, wm int64) {
 			t.afterNFA(op, pk)
 			if len(pk.buf) == 0 && pk.state.Empty() && pk.due == stream.MaxTime {
 				op.dropped += pk.state.Dropped()
+				pk.live = false
 				delete(op.keys, pk.key)
 			}
 		}
@@ -224,16 +240,17 @@ func (t *Task) processDerived(ev *stream.Event) {
 	for _, w := range st.Windows {
 		t.addToWindow(w, ks, ev.Time, ev.Value, rec)
 	}
-	t.feedOperators(st, ev)
+	t.feedOperators(st, ks, ev)
 }
 
-// feedOperators hands an event to the joins and patterns over its stream.
-func (t *Task) feedOperators(st *rules.Stream, ev *stream.Event) {
+// feedOperators hands an event of key ks to the joins and patterns over its
+// stream.
+func (t *Task) feedOperators(st *rules.Stream, ks *keyState, ev *stream.Event) {
 	for _, js := range st.Joins {
 		t.feedJoin(js.Join, js.Side, ev)
 	}
 	for _, pi := range st.Patterns {
-		t.feedPattern(pi, ev)
+		t.feedPattern(pi, ks, ev)
 	}
 }
 

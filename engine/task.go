@@ -113,9 +113,10 @@ type keyState struct {
 	key      string
 	hist     []history // per stream; empty for streams that keep none; own when it fits
 	own      [keyStreams]history
-	wins     []window.Key // per window of the ruleset: the key's state there; nil until it has one
-	lastTime int64        // set through sweepQueue.touch
-	bucket   int64        // the sweep queue bucket that lists it, when listed
+	wins     []window.Key  // per window of the ruleset: the key's state there; nil until it has one
+	pats     []*patternKey // per pattern: a handle on the key's state there (patternOp.handle); nil until used
+	lastTime int64         // set through sweepQueue.touch
+	bucket   int64         // the sweep queue bucket that lists it, when listed
 	listed   bool
 }
 
@@ -267,7 +268,7 @@ func (t *Task) Process(rec *Record) {
 	if len(st.Patterns) > 0 || len(st.Joins) > 0 {
 		ev := &stream.Event{Stream: rec.Stream, Partition: rec.Partition, Offset: rec.Offset, Key: ks.key, Time: ts,
 			ID: rec.ID, Value: rec.Fields, Raw: rec.Value}
-		t.feedOperators(st, ev)
+		t.feedOperators(st, ks, ev)
 	}
 	var stored []byte
 	var pending *pendingDecision
