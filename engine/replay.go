@@ -465,8 +465,12 @@ func parseLineInto(text string, lineNo int64, names map[string]int, only [][]str
 			it.rec.Value, value, haveValue = rest[:n], v, true
 			return n, err
 		case "partition", "timestamp", "watermark":
-			v, n, err := jsonv.DecodePrefix(rest)
-			f, ok := v.(float64)
+			f, n, ok, err := jsonv.DecodeNumberPrefix(rest) // the common case, without boxing
+			if !ok {
+				var v any
+				v, n, err = jsonv.DecodePrefix(rest)
+				f, ok = v.(float64)
+			}
 			if err == nil && (!ok || f != math.Trunc(f) || math.Abs(f) > 1<<62) {
 				err = fmt.Errorf("%q must be an integer", key)
 			}

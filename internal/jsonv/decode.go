@@ -192,6 +192,23 @@ func DecodePrefix(s string) (v any, n int, err error) {
 	return decodePrefix(s, nil, nil)
 }
 
+// DecodeNumberPrefix is DecodePrefix for a value expected to be a number,
+// without boxing it: when the value (after leading whitespace) starts as a
+// number does, it returns what DecodePrefix would (the float64, n and err),
+// with ok true; otherwise ok is false and the caller decodes it some other
+// way.
+func DecodeNumberPrefix(s string) (f float64, n int, ok bool, err error) {
+	i := skipSpace(s, 0)
+	if i >= len(s) || s[i] != '-' && (s[i] < '0' || s[i] > '9') {
+		return 0, 0, false, nil
+	}
+	f, n, err = number(s, i)
+	if err != nil {
+		return 0, 0, true, err
+	}
+	return f, n, true, nil
+}
+
 // DecodePrefixInto is DecodePrefix, except that when the value is an object
 // its members go into m, which must be empty, instead of a new map: a caller
 // that knows when its maps die can recycle them. m is not used when nil, when

@@ -93,6 +93,16 @@ func checkDecode(t *testing.T, s string) {
 		t.Fatalf("DecodePrefix(%q) error = %v, Decode error = %v", s, perr, err)
 	}
 
+	// DecodeNumberPrefix agrees with DecodePrefix on whatever starts as a
+	// number, and declines everything else.
+	f, fn, isNum, ferr := DecodeNumberPrefix(s)
+	if _, num := pv.(float64); num && !isNum {
+		t.Fatalf("DecodeNumberPrefix(%q) declined the number %v", s, pv)
+	}
+	if isNum && (!sameError(ferr, perr) || fn != pn || ferr == nil && f != pv.(float64)) {
+		t.Fatalf("DecodeNumberPrefix(%q) = %v, %d, %v; DecodePrefix = %v, %d, %v", s, f, fn, ferr, pv, pn, perr)
+	}
+
 	// DecodePrefixInto with only keeps the top-level members it names, and
 	// accepts, rejects and measures as DecodePrefix does.
 	pm, isObject := pv.(map[string]any)
