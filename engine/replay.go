@@ -2,10 +2,12 @@ package engine
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"runtime"
 	"strings"
@@ -213,79 +215,129 @@ const (
 	firstBatchLines = 1 << 10
 )
 
-// readBatches splits in into batches of whole lines. Lines longer than
-// maxRecord are cut (the DLQ keeps their start) instead of being buffered.
+// readChunk is how much readBatches asks its reader for at a time.
+const readChunk = 64 << 10
+
+// readBatches splits in into batches of whole lines. It reads straight into
+// each batch's buffer, which becomes the batch's text without a copy (the
+// batch's records point into it; nothing writes to it once it is handed
+// on), and the start of the next line moves on to the next buffer. Lines
+// longer than maxRecord are cut: the DLQ keeps their start, and the rest of
+// them is skipped rather than buffered.
 func readBatches(ctx context.Context, in io.Reader, maxRecord int, send func(*batch) bool) error {
-	r := bufio.NewReaderSize(in, 64<<10)
-	var (
-		buf       []byte
-		ends      []int
-		oversized map[int]int
-		line      int64 = 1
-		first     int64 = 1
-	)
 	maxLines, maxBytes := firstBatchLines, batchBytes*firstBatchLines/batchLines
-	// Each batch gets a buffer of its own, with room for its lines and one
-	// more, which becomes its text without a copy: the batch's records
-	// point into it, and nothing writes to it once it is handed on.
-	fresh := func() {
-		buf, ends = make([]byte, 0, maxBytes+min(maxRecord, 64<<10)), make([]int, 0, maxLines)
+	var (
+		buf       []byte // the batch's lines, each ended by '\n', then the start of the next
+		ends      []int  // where each line ends in buf: at its '\n', or the end of input
+		oversized map[int]int
+		start     int       // where the line being read starts in buf
+		scan      int       // where the search for its '\n' resumes
+		first     int64 = 1 // the batch's first line number
+		eof       bool
+		scratch   []byte // for skipping the rest of a line over the cap
+	)
+	newBuffer := func(tail []byte) {
+		buf = append(make([]byte, 0, max(maxBytes, len(tail))+readChunk), tail...)
+		ends, oversized, start, scan = make([]int, 0, maxLines), nil, 0, 0
 	}
-	fresh()
+	newBuffer(nil)
 	flush := func() bool {
 		if len(ends) == 0 {
 			return true
 		}
-		b := &batch{text: unsafe.String(unsafe.SliceData(buf), len(buf)), ends: ends, firstLine: first, oversized: oversized, done: make(chan struct{})}
+		b := &batch{text: unsafe.String(unsafe.SliceData(buf), ends[len(ends)-1]), ends: ends, firstLine: first, oversized: oversized, done: make(chan struct{})}
+		first += int64(len(ends))
 		maxLines, maxBytes = min(2*maxLines, batchLines), min(2*maxBytes, batchBytes)
-		fresh()
-		oversized, first = nil, line
+		newBuffer(buf[min(start, len(buf)):]) // a last line without '\n' ends at len(buf)
 		return send(b)
 	}
+	// cut keeps the first bytes of the line buf[start:end], which is longer
+	// than maxRecord, and what follows it; it returns the line's new end.
+	cut := func(end int) int {
+		if oversized == nil {
+			oversized = make(map[int]int)
+		}
+		oversized[len(ends)] = end - start
+		k := start + min(dlqRawBytes, maxRecord+1)
+		buf = append(buf[:k], buf[end:]...)
+		return k
+	}
+	// endLine ends the line being read at end, and the batch when it is full.
+	endLine := func(end int) bool {
+		if _, done := oversized[len(ends)]; !done && end-start > maxRecord {
+			end = cut(end)
+		}
+		ends = append(ends, end)
+		start, scan = end+1, end+1
+		if end >= maxBytes || len(ends) >= maxLines {
+			return flush()
+		}
+		return true
+	}
 	for {
-		if ctx.Err() != nil {
-			return nil
-		}
-		start := len(buf)
-		total := 0
-		var err error
-		for {
-			var part []byte
-			part, err = r.ReadSlice('\n')
-			total += len(part)
-			if room := maxRecord + 1 - (len(buf) - start); room > 0 {
-				buf = append(buf, part[:min(len(part), room)]...)
-			}
-			if err != bufio.ErrBufferFull {
-				break
-			}
-		}
-		if total == 0 && err != nil {
-			flush()
-			return ignoreEOF(err)
-		}
-		n := len(buf) - start
-		if n > 0 && buf[len(buf)-1] == '\n' {
-			buf = buf[:len(buf)-1]
-			total--
-		}
-		if total > maxRecord {
-			if oversized == nil {
-				oversized = make(map[int]int)
-			}
-			oversized[len(ends)] = total
-			buf = buf[:start+min(dlqRawBytes, len(buf)-start)]
-		}
-		ends = append(ends, len(buf))
-		line++
-		if len(buf) >= maxBytes || len(ends) >= maxLines {
-			if !flush() {
+		if i := bytes.IndexByte(buf[scan:], '\n'); i >= 0 {
+			if !endLine(scan + i) {
 				return nil
 			}
+			continue
 		}
-		if err != nil {
+		scan = len(buf)
+		switch {
+		case eof:
+			if start < len(buf) && !endLine(len(buf)) { // a last line without '\n'
+				return nil
+			}
 			flush()
-			return ignoreEOF(err)
+			return nil
+		case len(buf)-start > maxRecord:
+			// Over the cap already: keep the line's start, skip the rest.
+			if scratch == nil {
+				scratch = make([]byte, readChunk)
+			}
+			n, rest, atEOF, err := skipLine(in, scratch)
+			if err != nil {
+				flush()
+				return err
+			}
+			end := cut(len(buf))
+			oversized[len(ends)] += n
+			buf, eof = append(append(buf, '\n'), rest...), atEOF
+			if !endLine(end) {
+				return nil
+			}
+			continue
+		case ctx.Err() != nil:
+			return nil
+		}
+		if cap(buf)-len(buf) < readChunk { // a line longer than what is left of the buffer
+			buf = append(make([]byte, 0, 2*cap(buf)), buf...)
+		}
+		n, err := in.Read(buf[len(buf) : len(buf)+readChunk])
+		buf = buf[:len(buf)+n]
+		switch {
+		case err == io.EOF:
+			eof = true
+		case err != nil:
+			flush()
+			return err
+		}
+	}
+}
+
+// skipLine reads in up to the next '\n' (into scratch) and returns how many
+// bytes came before it, the bytes read after it, and whether input ended.
+func skipLine(in io.Reader, scratch []byte) (n int, rest []byte, eof bool, err error) {
+	for {
+		m, err := in.Read(scratch)
+		if err != nil && err != io.EOF {
+			return 0, nil, false, err
+		}
+		if i := bytes.IndexByte(scratch[:m], '\n'); i >= 0 {
+			return n + i, scratch[i+1 : m], err == io.EOF, nil
+		}
+		n += m
+		if err == io.EOF {
+			return n, nil, true, nil
 		}
 	}
 }
@@ -297,14 +349,24 @@ func ignoreEOF(err error) error {
 	return err
 }
 
+// lines yields the index and text of each line of the batch.
+func (b *batch) lines() iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		start := 0
+		for i, end := range b.ends {
+			if !yield(i, b.text[start:end]) {
+				return
+			}
+			start = end + 1 // past its '\n'
+		}
+	}
+}
+
 // decode parses every line of the batch. It runs on a worker goroutine and
 // touches nothing but the batch.
 func (b *batch) decode(names map[string]int, only [][]string, maxRecord int, x *Extractor, recycle *fieldsRecycler) {
 	b.items = getItems(len(b.ends))
-	start := 0
-	for i, end := range b.ends {
-		text := b.text[start:end]
-		start = end
+	for i, text := range b.lines() {
 		lineNo := b.firstLine + int64(i)
 		if n, ok := b.oversized[i]; ok {
 			b.items = append(b.items, item{rec: Record{Stream: -1, Offset: lineNo, Raw: text,
