@@ -342,13 +342,6 @@ func skipLine(in io.Reader, scratch []byte) (n int, rest []byte, eof bool, err e
 	}
 }
 
-func ignoreEOF(err error) error {
-	if err == io.EOF {
-		return nil
-	}
-	return err
-}
-
 // lines yields the index and text of each line of the batch.
 func (b *batch) lines() iter.Seq2[int, string] {
 	return func(yield func(int, string) bool) {
