@@ -66,7 +66,11 @@ func (op *patternOp) schedule(pk *patternKey, at int64) {
 func (t *Task) feedPattern(pi int, ks *keyState, ev *stream.Event) {
 	op := t.patterns[pi]
 	if ks.pats == nil {
-		ks.pats = make([]*patternKey, len(t.patterns))
+		if n := len(t.patterns); n <= keyPatterns {
+			ks.pats = ks.ownPats[:n]
+		} else {
+			ks.pats = make([]*patternKey, n)
+		}
 	}
 	pk := op.handle(&ks.pats[pi], ev.Key)
 	t.seq++

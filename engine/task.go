@@ -114,9 +114,10 @@ type keyState struct {
 	hist     []history // per stream; empty for streams that keep none; own when it fits
 	own      [keyStreams]history
 	wins     []window.Key  // per window of the ruleset: the key's state there; nil until it has one
-	pats     []*patternKey // per pattern: a handle on the key's state there (patternOp.handle); nil until used
-	lastTime int64         // set through sweepQueue.touch
-	bucket   int64         // the sweep queue bucket that lists it, when listed
+	pats     []*patternKey // per pattern: a handle on the key's state there (patternOp.handle); ownPats when it fits; nil until used
+	ownPats  [keyPatterns]*patternKey
+	lastTime int64 // set through sweepQueue.touch
+	bucket   int64 // the sweep queue bucket that lists it, when listed
 	listed   bool
 }
 
@@ -358,6 +359,10 @@ func horizon(wm, retention int64) int64 {
 // reaching a key's history then reads the keyState's own memory, not one
 // more array (a cache miss per event on a large key set).
 const keyStreams = 4
+
+// keyPatterns is, likewise, how many patterns' handles a keyState holds in
+// itself.
+const keyPatterns = 2
 
 func (t *Task) keyState(key string) *keyState {
 	ks, ok := t.keys[key]
