@@ -113,7 +113,8 @@ type keyState struct {
 	key      string
 	hist     []history // per stream; empty for streams that keep none; own when it fits
 	own      [keyStreams]history
-	wins     []window.Key  // per window of the ruleset: the key's state there; nil until it has one
+	wins     []window.Key // per window of the ruleset: the key's state there; ownWins when it fits; nil until it has one
+	ownWins  [keyWindows]window.Key
 	pats     []*patternKey // per pattern: a handle on the key's state there (patternOp.handle); ownPats when it fits; nil until used
 	ownPats  [keyPatterns]*patternKey
 	lastTime int64 // set through sweepQueue.touch
@@ -360,9 +361,12 @@ func horizon(wm, retention int64) int64 {
 // more array (a cache miss per event on a large key set).
 const keyStreams = 4
 
-// keyPatterns is, likewise, how many patterns' handles a keyState holds in
-// itself.
-const keyPatterns = 2
+// keyWindows and keyPatterns are, likewise, how many windows' and patterns'
+// handles a keyState holds in itself.
+const (
+	keyWindows  = 2
+	keyPatterns = 2
+)
 
 func (t *Task) keyState(key string) *keyState {
 	ks, ok := t.keys[key]
@@ -391,7 +395,11 @@ func (t *Task) addToWindow(w int, ks *keyState, ts int64, fields map[string]any,
 		return
 	}
 	if ks.wins == nil {
-		ks.wins = make([]window.Key, len(t.windows))
+		if n := len(t.windows); n <= keyWindows {
+			ks.wins = ks.ownWins[:n]
+		} else {
+			ks.wins = make([]window.Key, n)
+		}
 	}
 	if !t.windows[w].AddKey(&ks.wins[w], ks.key, ts, args, t.wm, t.fire[w]) {
 		t.emitLate("window", t.rs.Windows[w].Name, t.rs.Windows[w].Stream, ks.key, ts, rec.Value)
