@@ -46,7 +46,24 @@ type keyState struct {
 	inline [2]*window // first backing array of wins: most keys have one or two windows
 	op     *Operator  // the operator whose keys hold it, while live
 	live   bool       // in op.keys: a Key that holds it may use it
+	// own is the window allocated with the key's state (keyBlock), or nil;
+	// ownFree says it is in no list (wins, the timer heap) and newWindow
+	// may take it.
+	own     *window
+	ownFree bool
 }
+
+// keyBlock is a key's state and room for one window, allocated together:
+// adding to a key's only window, the common case, then reads one allocation
+// rather than two (a cache miss per element fewer on a large key set).
+type keyBlock struct {
+	ks   keyState
+	w    window
+	accs [blockAccs]acc
+}
+
+// blockAccs is the most accumulators a keyBlock's window has room for.
+const blockAccs = 4
 
 // Key is a handle on one key's state in an Operator, for a caller that keeps
 // per-key state of its own: AddKey with the same Key skips looking the key
@@ -229,6 +246,7 @@ func (o *Operator) addSession(ks *keyState, key string, t int64, args []any, emi
 	for _, x := range ks.wins[lo+1 : hi] {
 		w.merge(o.kinds, x)
 		o.timers.remove(x.idx)
+		ks.release(x)
 	}
 	ks.wins = slices.Delete(ks.wins, lo+1, hi)
 	// w keeps its place among the key's sessions: it was the first merged.
@@ -328,20 +346,48 @@ func (o *Operator) fire(w *window, emit func(Result)) {
 // string may be a slice of a large record that must not stay in memory as
 // long as the key's windows.
 func (o *Operator) newKey(key string) *keyState {
-	key = strings.Clone(key)
-	ks := &keyState{key: key, op: o, live: true}
-	ks.wins = ks.inline[:0]
-	o.keys[key] = ks
+	ks := o.allocKey(strings.Clone(key))
+	o.keys[ks.key] = ks
 	o.keysPeak = max(o.keysPeak, len(o.keys))
 	return ks
 }
 
+// allocKey allocates the state of key, not yet in o.keys, with room for one
+// window when the operator's windows fit a keyBlock.
+func (o *Operator) allocKey(key string) *keyState {
+	b := new(keyBlock)
+	ks := &b.ks
+	ks.key, ks.op, ks.live = key, o, true
+	ks.wins = ks.inline[:0]
+	if o.nAccs <= blockAccs {
+		b.w.accs = b.accs[:o.nAccs]
+		ks.own, ks.ownFree = &b.w, true
+	}
+	return ks
+}
+
 // newWindow allocates the window [start, end) of ks, not yet in ks.wins or
-// in the timer heap.
+// in the timer heap: the key's own window when it is free.
 func (o *Operator) newWindow(ks *keyState, start, end int64) *window {
-	w := allocWindow(o.nAccs)
+	var w *window
+	if ks.ownFree {
+		w, ks.ownFree = ks.own, false
+		accs := w.accs
+		clear(accs)
+		*w = window{accs: accs}
+	} else {
+		w = allocWindow(o.nAccs)
+	}
 	w.key, w.ks, w.start, w.end = ks.key, ks, start, end
 	return w
+}
+
+// release frees w, which has left ks.wins and the timer heap: when it is
+// the key's own window, the next newWindow of the key takes it again.
+func (ks *keyState) release(w *window) {
+	if w == ks.own {
+		ks.ownFree = true
+	}
 }
 
 // allocWindow allocates a window with n accumulators. Up to four share the
@@ -389,6 +435,7 @@ func (o *Operator) drop(w *window) {
 	if i, found := ks.search(w.start, w.end); found {
 		ks.wins = slices.Delete(ks.wins, i, i+1)
 	}
+	ks.release(w)
 	if len(ks.wins) == 0 {
 		delete(o.keys, ks.key)
 		ks.live = false

@@ -251,8 +251,7 @@ func (o *Operator) Decode(d *codec.Decoder) error {
 		if d.Err() == nil && nWins == 0 {
 			d.Fail("key %q has no windows", key)
 		}
-		ks := &keyState{key: key, op: o, live: true}
-		ks.wins = ks.inline[:0]
+		ks := o.allocKey(key)
 		for j := range nWins {
 			w := o.decodeWindow(d, ks, wm, j)
 			if d.Err() != nil {
