@@ -21,7 +21,7 @@ type hit struct {
 // apart and change nothing; a rule that fails is reported in errors. It
 // returns the decision's bytes for the idempotency store, or nil for a plain
 // allow, which reemit rebuilds from the key and time.
-func (t *Task) decide(st *rules.Stream, id string, ks *keyState, ts int64, fields map[string]any) []byte {
+func (t *Task) decide(st *rules.Stream, id string, ks *keyState, ts int64, fields rules.Fields) []byte {
 	t.cur, t.curTime = ks, ts
 	hits := t.hits[:0]
 	for _, ri := range st.Rules {

@@ -75,9 +75,10 @@ func TestPartitionsDecideAlike(t *testing.T) {
 }
 
 // TestDecodeFieldsChangeNothing: decoding only the fields a stream's
-// expressions read (rules.Stream.DecodeFields) gives the same bytes as
-// decoding every field, in replay and on the task's own decoding path
-// (records that reach Process undecoded, as the service hands them).
+// expressions read (rules.Stream.DecodeFields), into slots, gives the same
+// bytes as decoding every field into a map, in replay and on the task's own
+// decoding path (records that reach Process undecoded, as the service hands
+// them).
 func TestDecodeFieldsChangeNothing(t *testing.T) {
 	var in bytes.Buffer
 	if _, err := workload.Generate(&in, workload.Config{Users: 500, Events: 10_000, Seed: 3, Partitions: 2}); err != nil {

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 
+	"github.com/vigil-cep/vigil/internal/jsonv"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/stream"
 )
@@ -16,6 +18,10 @@ type Extractor struct {
 	rs      *rules.Ruleset
 	ev      *rules.Evaluator
 	recycle *fieldsRecycler // maps to decode into; nil: new ones
+	// histAt is, per stream decoded into slots, where each of its
+	// HistoryFields is among its DecodeFields; nil for other streams.
+	histAt [][]int
+	slab   []any // where newSlots takes slots from
 }
 
 // NewExtractor returns an Extractor for rs.
@@ -24,11 +30,46 @@ func NewExtractor(rs *rules.Ruleset) (*Extractor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Extractor{rs: rs, ev: ev}, nil
+	x := &Extractor{rs: rs, ev: ev, histAt: make([][]int, len(rs.Streams))}
+	for i, st := range rs.Streams {
+		if st.DecodeFields == nil {
+			continue
+		}
+		at := make([]int, len(st.HistoryFields))
+		for j, f := range st.HistoryFields {
+			at[j] = slices.Index(st.DecodeFields, f)
+		}
+		if !slices.Contains(at, -1) { // history keeps only fields decoded: always so
+			x.histAt[i] = at
+		}
+	}
+	return x, nil
 }
 
-// Extract fills rec's Fields, Key, Time and ID, or sets rec.Err to the reason
-// the record goes to the DLQ.
+// slotted reports whether events of stream s decode into slots.
+func (x *Extractor) slotted(s int) bool { return x.histAt[s] != nil }
+
+// slotChunk is how many slots newSlots allocates at a time.
+const slotChunk = 4096
+
+// newSlots returns n slots, each rules.Absent, for one event. They come
+// from a chunk shared with the events decoded before and after it, which
+// lives as long as any of them: an event's slots are read while the task
+// processes it, and not kept.
+func (x *Extractor) newSlots(n int) []any {
+	if len(x.slab)+n > cap(x.slab) {
+		x.slab = make([]any, 0, max(slotChunk, n))
+	}
+	s := x.slab[len(x.slab) : len(x.slab)+n : len(x.slab)+n]
+	x.slab = x.slab[:len(x.slab)+n]
+	for i := range s {
+		s[i] = rules.Absent
+	}
+	return s
+}
+
+// Extract fills rec's Fields (or slots), Key, Time and ID, or sets rec.Err
+// to the reason the record goes to the DLQ.
 func (x *Extractor) Extract(rec *Record) {
 	rec.extracted = true
 	if rec.Err != nil {
@@ -39,20 +80,33 @@ func (x *Extractor) Extract(rec *Record) {
 		return
 	}
 	st := x.rs.Streams[rec.Stream]
-	if rec.Fields == nil {
-		if rec.Fields, rec.Err = decodeObject(rec.Value, x.recycle.get(), st.DecodeFields); rec.Err != nil {
+	if rec.Fields == nil && rec.slots == nil {
+		if x.slotted(rec.Stream) {
+			slots := x.newSlots(len(st.DecodeFields))
+			v, obj, err := jsonv.DecodeSlots(rec.Value, st.DecodeFields, slots)
+			switch {
+			case err != nil:
+				rec.Err = fmt.Errorf("value is not JSON: %w", err)
+				return
+			case !obj:
+				_, rec.Err = objectOf(v)
+				return
+			}
+			rec.slots = slots
+		} else if rec.Fields, rec.Err = decodeObject(rec.Value, x.recycle.get(), st.DecodeFields); rec.Err != nil {
 			return
 		}
 	}
+	fields := rec.fields(x.rs)
 	x.ev.SetRecordTime(rec.Timestamp, rec.HasTimestamp)
-	if rec.Key, rec.Err = x.ev.Key(rec.Stream, rec.Fields); rec.Err != nil {
+	if rec.Key, rec.Err = x.ev.Key(rec.Stream, fields); rec.Err != nil {
 		return
 	}
-	if rec.Time, rec.Err = x.ev.Time(rec.Stream, rec.Fields); rec.Err != nil {
+	if rec.Time, rec.Err = x.ev.Time(rec.Stream, fields); rec.Err != nil {
 		return
 	}
 	if st.HasID {
-		if rec.ID, rec.HasID, rec.Err = x.ev.ID(rec.Stream, rec.Fields); rec.Err != nil {
+		if rec.ID, rec.HasID, rec.Err = x.ev.ID(rec.Stream, fields); rec.Err != nil {
 			return
 		}
 	}
@@ -62,10 +116,16 @@ func (x *Extractor) Extract(rec *Record) {
 // project prepares what history keeps of the record: its row and marks. It
 // runs again when an enrichment has added fields.
 func (x *Extractor) project(rec *Record) {
-	if st := x.rs.Streams[rec.Stream]; st.Retention > 0 {
-		rec.row = project(rec.Fields, st.HistoryFields)
-		rec.mark = x.ev.Mark(rec.Stream, rec.Fields)
+	st := x.rs.Streams[rec.Stream]
+	if st.Retention == 0 {
+		return
 	}
+	if rec.slots != nil {
+		rec.row = stream.NewRowFromSlots(st.HistoryFields, x.histAt[rec.Stream], rec.slots, rules.Absent)
+	} else {
+		rec.row = project(rec.Fields, st.HistoryFields)
+	}
+	rec.mark = x.ev.Mark(rec.Stream, rec.fields(x.rs))
 }
 
 // project reduces an event to what history() readers need: a Row of the

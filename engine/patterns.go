@@ -238,11 +238,11 @@ func (t *Task) processDerived(ev *stream.Event) {
 	ks := t.keyState(ev.Key)
 	t.idle.touch(ks, ev.Time)
 	if st.Retention > 0 {
-		t.keep(ks, st, ev.Time, project(ev.Value, st.HistoryFields), t.ev.Mark(ev.Stream, ev.Value))
+		t.keep(ks, st, ev.Time, project(ev.Value, st.HistoryFields), t.ev.Mark(ev.Stream, rules.MapFields(ev.Value)))
 	}
 	rec := &Record{Stream: ev.Stream, StreamName: st.Name, Value: ev.Raw, Fields: ev.Value}
 	for _, w := range st.Windows {
-		t.addToWindow(w, ks, ev.Time, ev.Value, rec)
+		t.addToWindow(w, ks, ev.Time, rules.MapFields(ev.Value), rec)
 	}
 	t.feedOperators(st, ks, ev)
 }

@@ -369,7 +369,7 @@ func (b *batch) decode(names map[string]int, only [][]string, maxRecord int, x *
 		if isBlank(text) {
 			continue
 		}
-		it := parseLineInto(text, lineNo, names, only, recycle.get())
+		it := parseLineInto(text, lineNo, names, only, recycle.get(), x)
 		if !it.control {
 			x.Extract(&it.rec)
 		}
@@ -469,14 +469,15 @@ func isBlank(s string) bool {
 // "key": k, "timestamp": ms} or a control line {"watermark": ms, "stream": s,
 // "partition": p}.
 func parseLine(text string, lineNo int64, names map[string]int) item {
-	return parseLineInto(text, lineNo, names, nil, nil)
+	return parseLineInto(text, lineNo, names, nil, nil, nil)
 }
 
 // parseLineInto is parseLine decoding the value into fields, an empty map,
 // when it is an object (and fields is not nil), keeping only the fields
 // only[s] names for the line's stream s (Stream.DecodeFields) when its
-// "stream" comes before its "value".
-func parseLineInto(text string, lineNo int64, names map[string]int, only [][]string, fields map[string]any) item {
+// "stream" comes before its "value"; into slots from x instead, when x is
+// not nil and decodes the stream's events so.
+func parseLineInto(text string, lineNo int64, names map[string]int, only [][]string, fields map[string]any, x *Extractor) item {
 	it := item{rec: Record{Stream: -1, Offset: lineNo, Raw: text}, stream: -1, partition: -1}
 	var (
 		haveValue, haveWM, havePart bool
@@ -512,8 +513,18 @@ func parseLineInto(text string, lineNo int64, names map[string]int, only [][]str
 			// skipped and decoded again: DecodePrefix accepts, rejects and
 			// measures exactly as Skip does.
 			var keep []string
-			if idx, ok := names[it.rec.StreamName]; ok && idx < len(only) {
+			idx, ok := names[it.rec.StreamName]
+			if ok && idx < len(only) {
 				keep = only[idx]
+			}
+			if keep != nil && x != nil && x.slotted(idx) {
+				slots := x.newSlots(len(keep))
+				v, n, obj, err := jsonv.DecodePrefixSlots(rest, keep, slots)
+				it.rec.Value, value, haveValue = rest[:n], v, true
+				if obj {
+					it.rec.slots, value = slots, slotsValue{}
+				}
+				return n, err
 			}
 			v, n, err := jsonv.DecodePrefixInto(rest, fields, keep)
 			fields = nil // a line with two values does not get the same map twice
@@ -579,6 +590,9 @@ func parseLineInto(text string, lineNo int64, names map[string]int, only [][]str
 	case it.rec.Stream < 0:
 		return bad(fmt.Errorf("line %d: missing \"stream\"", lineNo))
 	}
+	if _, ok := value.(slotsValue); ok {
+		return it
+	}
 	if fields, err := objectOf(value); err != nil {
 		it.rec.Err = err
 	} else {
@@ -586,3 +600,6 @@ func parseLineInto(text string, lineNo int64, names map[string]int, only [][]str
 	}
 	return it
 }
+
+// slotsValue stands for a value decoded into the record's slots.
+type slotsValue struct{}

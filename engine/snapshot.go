@@ -458,7 +458,7 @@ func (t *Task) decodeKeys(d *codec.Decoder, old []oldStream, same bool) {
 					// Another ruleset version: re-project to the fields its
 					// rules read and recompute the element predicates.
 					fields := rowFields(v, o.fields)
-					v, m = project(fields, st.HistoryFields), t.ev.Mark(o.now, fields)
+					v, m = project(fields, st.HistoryFields), t.ev.Mark(o.now, rules.MapFields(fields))
 				}
 				ks.hist[o.now].add(ts, v, m)
 			}

@@ -26,7 +26,7 @@ type Record struct {
 	Timestamp    int64 // Kafka record timestamp, for streams that take their time from it
 	HasTimestamp bool
 	Value        string         // JSON text of the value
-	Fields       map[string]any // Value decoded, when a decode stage did it already
+	Fields       map[string]any // Value decoded, when a decode stage did it already (or slots)
 	Raw          string         // what a DLQ record echoes for replay: the whole input line
 	Err          error          // the record cannot be processed: it goes to the DLQ with this reason
 	Now          bool           // decide on arrival even for a decide: watermark stream (the decision API)
@@ -40,6 +40,17 @@ type Record struct {
 	extracted bool
 	row       any        // what history keeps of the event
 	mark      rules.Mark // its element-predicate results
+	// slots hold Value decoded instead of Fields, for a stream with
+	// DecodeFields: its fields in that order (rules.Fields).
+	slots []any
+}
+
+// fields returns the record's decoded fields as expressions read them.
+func (rec *Record) fields(rs *rules.Ruleset) rules.Fields {
+	if rec.slots != nil {
+		return rules.Fields{Slots: rec.slots, Names: rs.Streams[rec.Stream].DecodeFields}
+	}
+	return rules.MapFields(rec.Fields)
 }
 
 // Stats counts what a task did. Every input record is accounted for: it is
@@ -264,12 +275,13 @@ func (t *Task) Process(rec *Record) {
 	ks := t.keyState(rec.Key)
 	t.idle.touch(ks, ts)
 	t.keep(ks, st, ts, rec.row, rec.mark)
+	fields := rec.fields(t.rs)
 	for _, w := range st.Windows {
-		t.addToWindow(w, ks, ts, rec.Fields, rec)
+		t.addToWindow(w, ks, ts, fields, rec)
 	}
 	if len(st.Patterns) > 0 || len(st.Joins) > 0 {
 		ev := &stream.Event{Stream: rec.Stream, Partition: rec.Partition, Offset: rec.Offset, Key: ks.key, Time: ts,
-			ID: rec.ID, Value: rec.Fields, Raw: rec.Value}
+			ID: rec.ID, Value: fields.AsMap(), Raw: rec.Value}
 		t.feedOperators(st, ks, ev)
 	}
 	var stored []byte
@@ -279,14 +291,14 @@ func (t *Task) Process(rec *Record) {
 	case st.Decide == rules.DecideWatermark && ts > t.wm && !rec.Now:
 		// Decided once the watermark passes ts (decideDue): the state it
 		// reads is then all of the input up to ts, whatever the arrival order.
-		pending = t.deferDecision(st, strings.Clone(rec.ID), ks.key, ts, rec.Fields)
+		pending = t.deferDecision(st, strings.Clone(rec.ID), ks.key, ts, fields.AsMap())
 	default:
 		if b, ok := t.recalled(st, rec.ID, rec.HasID); ok {
 			t.stats.Decisions++
 			t.emit(Output{Kind: KindDecision, Key: rec.ID, Value: b})
 			stored = b
 		} else {
-			stored = t.decide(st, rec.ID, ks, ts, rec.Fields)
+			stored = t.decide(st, rec.ID, ks, ts, fields)
 		}
 	}
 	if rec.HasID {
@@ -383,7 +395,7 @@ func (t *Task) keyState(key string) *keyState {
 	return ks
 }
 
-func (t *Task) addToWindow(w int, ks *keyState, ts int64, fields map[string]any, rec *Record) {
+func (t *Task) addToWindow(w int, ks *keyState, ts int64, fields rules.Fields, rec *Record) {
 	args := t.args[w]
 	keep, err := t.ev.WindowArgs(w, fields, args)
 	if err != nil {

@@ -59,7 +59,7 @@ func (t *Task) decideDue(wm int64) {
 			t.emit(Output{Kind: KindDecision, Key: p.id, Value: b})
 			stored = b
 		} else {
-			stored = t.decide(st, p.id, ks, p.time, p.fields)
+			stored = t.decide(st, p.id, ks, p.time, rules.MapFields(p.fields))
 		}
 		if s := t.seen[p.stream]; s != nil {
 			if e := s.ref(p.id); e != nil && e.pending == p {

@@ -155,7 +155,7 @@ func (c *compiler) compileEnrichments(fail func(string, error)) {
 // EnrichKey evaluates enrichment i's key expression over an event.
 func (e *Evaluator) EnrichKey(i int, fields map[string]any) (string, error) {
 	p := e.enrichKey[i]
-	out, err := e.run(p, fields)
+	out, err := e.run(p, MapFields(fields))
 	if err != nil {
 		return "", fmt.Errorf("enrichment %s key: %w", e.rs.Enrichments[i].Name, err)
 	}

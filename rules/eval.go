@@ -29,6 +29,7 @@ type Evaluator struct {
 	where         []program // per window
 	args          [][]program
 	argSame       [][]int     // per window and aggregate: an earlier argument with the same text, or -1
+	inlineSlot    []int       // per stream: its inline field's index in DecodeFields, or -1
 	when, reason  []program   // per rule
 	preds         [][]program // per stream: element predicates of history features
 	nfas          []*cep.NFA  // per pattern, conditions bound to this evaluator
@@ -48,6 +49,7 @@ type Evaluator struct {
 type program struct {
 	prog  *vm.Program
 	field string
+	slot  int // field's index in its stream's DecodeFields, or -1
 	src   *exprSource
 	fast  fastProg // nil: the VM only
 }
@@ -63,15 +65,19 @@ func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) []Past) (
 		if s == nil || s.src == "" {
 			return program{}, nil
 		}
+		var names []string // where the fields of the events it reads are
+		if s.stream >= 0 && s.stream < len(rs.Streams) {
+			names = rs.Streams[s.stream].DecodeFields
+		}
 		if s.field != "" {
-			return program{field: s.field, src: s}, nil
+			return program{field: s.field, slot: slices.Index(names, s.field), src: s}, nil
 		}
 		e.namesEnv = e.namesEnv || strings.Contains(s.src, "$env")
 		p, _, err := c.compile(s, e.ctx)
 		if err != nil {
 			return program{}, err
 		}
-		return program{prog: p, src: s, fast: fc.program(p.Node(), s.kind == reflect.Bool)}, nil
+		return program{prog: p, src: s, fast: fc.program(p.Node(), s.kind == reflect.Bool, names)}, nil
 	}
 	var errs []error
 	add := func(p program, err error) program {
@@ -79,6 +85,7 @@ func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) []Past) (
 		return p
 	}
 	for _, st := range rs.Streams {
+		e.inlineSlot = append(e.inlineSlot, slices.Index(st.DecodeFields, st.inlineField))
 		e.key = append(e.key, add(bind(&st.key)))
 		e.time = append(e.time, add(bind(&st.time)))
 		e.id = append(e.id, add(bind(&st.id)))
@@ -137,7 +144,7 @@ func (e *Evaluator) NFA(i int) *cep.NFA { return e.nfas[i] }
 func (e *Evaluator) condition(p *Pattern, prog program) cep.Condition {
 	return func(ev *cep.Event, partial cep.Partial) bool {
 		e.partial, e.partialOf = partial, p
-		out, err := e.run(prog, ev.Value.(*stream.Event).Value)
+		out, err := e.run(prog, MapFields(ev.Value.(*stream.Event).Value))
 		e.partial = nil
 		if err != nil {
 			e.condErrors++
@@ -180,16 +187,16 @@ func (e *Evaluator) SetRecordTime(ts int64, ok bool) {
 
 // run evaluates p over the event fields v. expr's VM recovers panics inside
 // user code and returns them as errors.
-func (e *Evaluator) run(p program, v map[string]any) (any, error) {
+func (e *Evaluator) run(p program, v Fields) (any, error) {
 	if p.field != "" {
-		return v[p.field], nil
+		return v.get(p.field, p.slot), nil
 	}
 	if p.fast != nil {
 		if out, ok := p.fast(v); ok {
 			return out, nil
 		}
 	}
-	out, err := e.vm.Run(p.prog, v)
+	out, err := e.vm.Run(p.prog, v.AsMap())
 	if err != nil {
 		var fe *file.Error
 		if errors.As(err, &fe) {
@@ -201,7 +208,7 @@ func (e *Evaluator) run(p program, v map[string]any) (any, error) {
 }
 
 // Key returns the entity key of an event of stream.
-func (e *Evaluator) Key(stream int, v map[string]any) (string, error) {
+func (e *Evaluator) Key(stream int, v Fields) (string, error) {
 	p := e.key[stream]
 	out, err := e.run(p, v)
 	if err != nil {
@@ -218,7 +225,7 @@ func (e *Evaluator) Key(stream int, v map[string]any) (string, error) {
 }
 
 // ID returns the id of an event of stream, or ok == false if the stream has none.
-func (e *Evaluator) ID(stream int, v map[string]any) (id string, ok bool, err error) {
+func (e *Evaluator) ID(stream int, v Fields) (id string, ok bool, err error) {
 	p := e.id[stream]
 	if p.src == nil {
 		return "", false, nil
@@ -239,7 +246,7 @@ func (e *Evaluator) ID(stream int, v map[string]any) (id string, ok bool, err er
 
 // Time returns the event time (ms) of an event of stream: a number of epoch
 // milliseconds, an RFC 3339 string, or the record timestamp.
-func (e *Evaluator) Time(stream int, v map[string]any) (int64, error) {
+func (e *Evaluator) Time(stream int, v Fields) (int64, error) {
 	p := e.time[stream]
 	out, err := e.run(p, v)
 	if err != nil {
@@ -271,7 +278,7 @@ func (e *Evaluator) Time(stream int, v map[string]any) (int64, error) {
 
 // WindowArgs evaluates window w's filter and aggregate arguments over v into
 // args (len(args) == len(w.Aggs)). keep is false when the filter rejects v.
-func (e *Evaluator) WindowArgs(w int, v map[string]any, args []any) (keep bool, err error) {
+func (e *Evaluator) WindowArgs(w int, v Fields, args []any) (keep bool, err error) {
 	if p := e.where[w]; p.src != nil {
 		out, err := e.run(p, v)
 		if err != nil {
@@ -300,7 +307,7 @@ func (e *Evaluator) WindowArgs(w int, v map[string]any, args []any) (keep bool, 
 }
 
 // When reports whether rule r matches the event v.
-func (e *Evaluator) When(r int, v map[string]any) (bool, error) {
+func (e *Evaluator) When(r int, v Fields) (bool, error) {
 	out, err := e.run(e.when[r], v)
 	if err != nil {
 		return false, err
@@ -310,7 +317,7 @@ func (e *Evaluator) When(r int, v map[string]any) (bool, error) {
 }
 
 // Reason returns rule r's reason for the event v ("" when the rule has none).
-func (e *Evaluator) Reason(r int, v map[string]any) (string, error) {
+func (e *Evaluator) Reason(r int, v Fields) (string, error) {
 	p := e.reason[r]
 	if p.src == nil {
 		return "", nil
@@ -327,10 +334,10 @@ func (e *Evaluator) Reason(r int, v map[string]any) (string, error) {
 
 // Mark evaluates stream's element predicates over a new event: the Mark that
 // history keeps next to it, so that features never re-run them.
-func (e *Evaluator) Mark(stream int, v map[string]any) Mark {
+func (e *Evaluator) Mark(stream int, v Fields) Mark {
 	var m Mark
 	if f := e.rs.Streams[stream].inlineField; f != "" {
-		if s, ok := v[f].(string); ok {
+		if s, ok := v.get(f, e.inlineSlot[stream]).(string); ok {
 			m.Inline = makeShort(s)
 		}
 	}

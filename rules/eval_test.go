@@ -31,14 +31,14 @@ func TestEvaluatorExtracts(t *testing.T) {
 		{fields: map[string]any{"user": map[string]any{"id": "u1"}, "ts": 1.0, "tx_id": ""}, wantErr: "id tx_id is missing, null or empty"},
 	}
 	for i, tt := range tests {
-		key, err := ev.Key(1, tt.fields) // streams are indexed by name: c=0, tx=1
+		key, err := ev.Key(1, MapFields(tt.fields)) // streams are indexed by name: c=0, tx=1
 		var ts int64
 		var id string
 		if err == nil {
-			ts, err = ev.Time(1, tt.fields)
+			ts, err = ev.Time(1, MapFields(tt.fields))
 		}
 		if err == nil {
-			id, _, err = ev.ID(1, tt.fields)
+			id, _, err = ev.ID(1, MapFields(tt.fields))
 		}
 		switch {
 		case tt.wantErr != "":
@@ -52,7 +52,7 @@ func TestEvaluatorExtracts(t *testing.T) {
 		}
 	}
 	ev.SetRecordTime(5, true)
-	if ts, err := ev.Time(0, map[string]any{"k": "x"}); err != nil || ts != 5 {
+	if ts, err := ev.Time(0, MapFields(map[string]any{"k": "x"})); err != nil || ts != 5 {
 		t.Errorf("time from the record timestamp: %d, %v; want 5", ts, err)
 	}
 }
@@ -78,7 +78,7 @@ windows:
 	}
 	w := rs.Windows[0]
 	args := make([]any, len(w.Aggs))
-	if keep, err := ev.WindowArgs(0, map[string]any{"k": "a", "ts": 1.0, "x": 2.0}, args); err != nil || !keep {
+	if keep, err := ev.WindowArgs(0, MapFields(map[string]any{"k": "a", "ts": 1.0, "x": 2.0}), args); err != nil || !keep {
 		t.Fatalf("WindowArgs: %v, %v", keep, err)
 	}
 	want := map[string]any{"n": nil, "s": 2.0, "m": 2.0, "d": 2.0, "y": 3.0, "z": 3.0}
@@ -118,14 +118,14 @@ func benchmarkRules(b *testing.B, rs *Ruleset, label string) {
 		}
 		for i := range hist {
 			fields := map[string]any{"ip": fmt.Sprintf("10.0.0.%d", i%4), "amount": float64(i % 5)}
-			hist[i] = Past{Value: stream.NewRow(names, fields), Mark: ev.Mark(0, fields)}
+			hist[i] = Past{Value: stream.NewRow(names, fields), Mark: ev.Mark(0, MapFields(fields))}
 		}
 		event := map[string]any{"tx_id": "t1", "user_id": "u1", "amount": 42.5, "currency": "EUR", "ip": "10.0.0.1", "ts": 1000.0}
 		for ri, r := range rs.Rules {
 			b.Run(fmt.Sprintf("%s/%s/history=%d", r.Name, label, n), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					if _, err := ev.When(ri, event); err != nil {
+					if _, err := ev.When(ri, MapFields(event)); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -75,7 +75,7 @@ func isLiteral(n ast.Node) bool {
 // feature source; a feature that fails shows its error. It runs in the
 // rule's context (history of the current key, as When). The feature
 // programs are compiled on first use: only the decision API asks.
-func (e *Evaluator) Explain(r int, v map[string]any) map[string]any {
+func (e *Evaluator) Explain(r int, v Fields) map[string]any {
 	if e.features == nil {
 		e.features = make(map[int][]program)
 	}

@@ -43,16 +43,16 @@ func TestExplain(t *testing.T) {
 	}
 	tx := map[string]any{"amount": 1.5, "ip": "a"}
 	for _, h := range []map[string]any{{"amount": 1.0, "ip": "a"}, {"amount": 3.0, "ip": "b"}, tx} {
-		hist = append(hist, Past{Value: h, Mark: ev.Mark(tIdx, h)})
+		hist = append(hist, Past{Value: h, Mark: ev.Mark(tIdx, MapFields(h))})
 	}
 	idx := map[string]int{}
 	for i, r := range rs.Rules {
 		idx[r.Name] = i
 	}
-	if got := ev.Explain(idx["card_testing"], tx); got[`count(history("transactions", "1m"), .amount <= 2)`] != 2 {
+	if got := ev.Explain(idx["card_testing"], MapFields(tx)); got[`count(history("transactions", "1m"), .amount <= 2)`] != 2 {
 		t.Errorf("card_testing features: %v", got)
 	}
-	if got := ev.Explain(idx["many_ips"], tx); got[`len(uniq(map(history("transactions", "5m"), .ip)))`] != 2 {
+	if got := ev.Explain(idx["many_ips"], MapFields(tx)); got[`len(uniq(map(history("transactions", "5m"), .ip)))`] != 2 {
 		t.Errorf("many_ips features: %v", got)
 	}
 	if len(rs.Streams[tIdx].predicates) != preds {

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"cmp"
+	"slices"
 	"strings"
 
 	"github.com/expr-lang/expr/ast"
@@ -21,22 +22,25 @@ import (
 // runs the VM, whose result or error is the reference. Nothing it evaluates
 // has side effects, so running the VM after it changes nothing. A
 // differential test holds the two to the same results.
-type fastProg func(v map[string]any) (out any, ok bool)
+type fastProg func(v Fields) (out any, ok bool)
 
 // fastCompiler builds fastProgs over one evaluator's history features.
 type fastCompiler struct {
 	feats   map[string]func(args ...any) (any, error)
 	history func(stream int, window int64) []Past
+	names   []string // the DecodeFields of the program's stream: where its fields are
 }
 
 // program returns the fastProg of a program's tree, or nil. asBool is set
-// for programs compiled with expr.AsBool, whose VM fails on any other result.
-func (c fastCompiler) program(n ast.Node, asBool bool) fastProg {
+// for programs compiled with expr.AsBool, whose VM fails on any other result;
+// names are the DecodeFields of the stream whose events it reads.
+func (c fastCompiler) program(n ast.Node, asBool bool, names []string) fastProg {
+	c.names = names
 	p := c.compile(n)
 	if p == nil || !asBool {
 		return p
 	}
-	return func(v map[string]any) (any, bool) {
+	return func(v Fields) (any, bool) {
 		b, ok := fastBool(p, v)
 		return b, ok
 	}
@@ -63,9 +67,9 @@ func (c fastCompiler) compile(n ast.Node) fastProg {
 		if strings.HasPrefix(n.Value, "$") {
 			return nil // $env
 		}
-		name := n.Value
-		return func(v map[string]any) (any, bool) {
-			x := v[name]
+		name, slot := n.Value, slices.Index(c.names, n.Value)
+		return func(v Fields) (any, bool) {
+			x := v.get(name, slot)
 			switch x.(type) {
 			case bool, float64, string, int:
 				return x, true
@@ -77,7 +81,7 @@ func (c fastCompiler) compile(n ast.Node) fastProg {
 			return nil
 		}
 		if sub := c.compile(n.Node); sub != nil {
-			return func(v map[string]any) (any, bool) {
+			return func(v Fields) (any, bool) {
 				b, ok := fastBool(sub, v)
 				return !b, ok
 			}
@@ -93,11 +97,11 @@ func (c fastCompiler) compile(n ast.Node) fastProg {
 }
 
 func constant(x any) fastProg {
-	return func(map[string]any) (any, bool) { return x, true }
+	return func(Fields) (any, bool) { return x, true }
 }
 
 // fastBool runs p and wants a bool, as && and || do.
-func fastBool(p fastProg, v map[string]any) (bool, bool) {
+func fastBool(p fastProg, v Fields) (bool, bool) {
 	x, ok := p(v)
 	b, isBool := x.(bool)
 	return b, ok && isBool
@@ -110,7 +114,7 @@ func (c fastCompiler) binary(n *ast.BinaryNode) fastProg {
 	}
 	switch n.Operator {
 	case "&&", "and":
-		return func(v map[string]any) (any, bool) {
+		return func(v Fields) (any, bool) {
 			if b, ok := fastBool(l, v); !ok || !b {
 				return false, ok
 			}
@@ -118,7 +122,7 @@ func (c fastCompiler) binary(n *ast.BinaryNode) fastProg {
 			return b, ok
 		}
 	case "||", "or":
-		return func(v map[string]any) (any, bool) {
+		return func(v Fields) (any, bool) {
 			if b, ok := fastBool(l, v); !ok || b {
 				return true, ok
 			}
@@ -127,7 +131,7 @@ func (c fastCompiler) binary(n *ast.BinaryNode) fastProg {
 		}
 	case "==", "!=":
 		want := n.Operator == "=="
-		return func(v map[string]any) (any, bool) {
+		return func(v Fields) (any, bool) {
 			x, okx := l(v)
 			y, oky := r(v)
 			if !okx || !oky {
@@ -138,7 +142,7 @@ func (c fastCompiler) binary(n *ast.BinaryNode) fastProg {
 		}
 	case "<", "<=", ">", ">=":
 		op := n.Operator
-		return func(v map[string]any) (any, bool) {
+		return func(v Fields) (any, bool) {
 			x, okx := l(v)
 			y, oky := r(v)
 			if !okx || !oky {
@@ -238,7 +242,7 @@ func (c fastCompiler) call(n *ast.CallNode) fastProg {
 			return nil
 		}
 	}
-	return func(map[string]any) (any, bool) {
+	return func(Fields) (any, bool) {
 		out, err := fn(args...)
 		return out, err == nil
 	}
@@ -262,7 +266,7 @@ func (c fastCompiler) historyLen(n *ast.BuiltinNode) fastProg {
 		return nil
 	}
 	stream, window := s.Value, int64(w.Value)
-	return func(map[string]any) (any, bool) {
+	return func(Fields) (any, bool) {
 		return len(c.history(stream, window)), true
 	}
 }

@@ -12,7 +12,8 @@ import (
 // TestFastPathDifferential holds the fast path (fast.go) to expr's VM:
 // random conditions over random events, with fields of every type and
 // missing, history features included, give the same result and the same
-// error with the fast path and without it.
+// error with the fast path and without it, the events given as maps or as
+// slots (Fields).
 func TestFastPathDifferential(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
@@ -68,6 +69,23 @@ func TestFastPathDifferential(t *testing.T) {
 
 			vmOnly.preds[0][k].fast = nil
 		}
+		// slotted is e as the decoder gives an event of a stream with
+		// DecodeFields: in slots.
+		slotted := func(e map[string]any) Fields {
+			names := rs.Streams[0].DecodeFields
+			if names == nil {
+				return MapFields(e)
+			}
+			f := Fields{Slots: make([]any, len(names)), Names: names}
+			for i, n := range names {
+				if v, ok := e[n]; ok {
+					f.Slots[i] = v
+				} else {
+					f.Slots[i] = Absent
+				}
+			}
+			return f
+		}
 		event := func() map[string]any {
 			e := map[string]any{}
 			for _, f := range []string{"a", "b", "s", "flag"} {
@@ -81,7 +99,20 @@ func TestFastPathDifferential(t *testing.T) {
 			past = nil
 			for range rng.IntN(5) {
 				e := event()
-				m, sm := withFast.Mark(0, e), vmOnly.Mark(0, e)
+				m, sm := withFast.Mark(0, slotted(e)), vmOnly.Mark(0, MapFields(e))
+				same := func(x, y Mark) bool {
+					var xe, ye []string
+					if x.Errs != nil {
+						xe = *x.Errs
+					}
+					if y.Errs != nil {
+						ye = *y.Errs
+					}
+					return fmt.Sprint(x.Set, x.Failed, x.Inline, xe) == fmt.Sprint(y.Set, y.Failed, y.Inline, ye)
+				}
+				if mm := withFast.Mark(0, MapFields(e)); !same(m, mm) {
+					t.Fatalf("iteration %d (seed %d): %s: marks of %v differ: slots %+v, map %+v", i, seed, when, e, m, mm)
+				}
 				if fmt.Sprint(m.Set, m.Failed, m.Errs != nil) != fmt.Sprint(sm.Set, sm.Failed, sm.Errs != nil) {
 					t.Fatalf("iteration %d (seed %d): %s: marks of %v differ: fast %+v, VM %+v", i, seed, when, e, m, sm)
 				}
@@ -92,10 +123,14 @@ func TestFastPathDifferential(t *testing.T) {
 				past = append(past, p)
 			}
 			cur := event()
-			got, gerr := withFast.When(0, cur)
-			want, werr := vmOnly.When(0, cur)
+			got, gerr := withFast.When(0, MapFields(cur))
+			want, werr := vmOnly.When(0, MapFields(cur))
 			if got != want || fmt.Sprint(gerr) != fmt.Sprint(werr) {
 				t.Fatalf("iteration %d (seed %d): %s over %v (history %v):\nfast: %v %v\nVM:   %v %v", i, seed, when, cur, past, got, gerr, want, werr)
+			}
+			got, gerr = withFast.When(0, slotted(cur))
+			if got != want || fmt.Sprint(gerr) != fmt.Sprint(werr) {
+				t.Fatalf("iteration %d (seed %d): %s over %v in slots (history %v):\nfast: %v %v\nVM:   %v %v", i, seed, when, cur, past, got, gerr, want, werr)
 			}
 			compared++
 		}

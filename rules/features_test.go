@@ -111,12 +111,12 @@ func evalWith(t *testing.T, rs *Ruleset, events []map[string]any) string {
 	}
 	st := rs.Streams[0]
 	for _, e := range events {
-		p := Past{Value: any(e), Mark: ev.Mark(0, e)}
+		p := Past{Value: any(e), Mark: ev.Mark(0, MapFields(e))}
 		if st.HistoryFields != nil {
 			p.Value = stream.NewRow(st.HistoryFields, e)
 		}
 		past = append(past, p)
 	}
-	ok, err := ev.When(0, map[string]any{})
+	ok, err := ev.When(0, MapFields(map[string]any{}))
 	return fmt.Sprintf("%v %v", ok, err)
 }

@@ -176,7 +176,7 @@ func (e *Evaluator) JoinValue(j int, left, right map[string]any) (map[string]any
 	if p.src == nil {
 		return env, nil
 	}
-	out, err := e.run(p, env)
+	out, err := e.run(p, MapFields(env))
 	if err != nil {
 		return nil, fmt.Errorf("join %s select: %w", e.rs.Joins[j].Name, err)
 	}
@@ -193,7 +193,7 @@ func (e *Evaluator) JoinWhere(j int, left, right map[string]any) (bool, error) {
 	if p.src == nil {
 		return true, nil
 	}
-	out, err := e.run(p, map[string]any{"left": left, "right": right})
+	out, err := e.run(p, MapFields(map[string]any{"left": left, "right": right}))
 	if err != nil {
 		return false, fmt.Errorf("join %s where: %w", e.rs.Joins[j].Name, err)
 	}

@@ -28,31 +28,54 @@ const (
 // string values so that a retained row does not pin the buffer the event was
 // decoded from. A field absent from fields is absent from the row.
 func NewRow(names []string, fields map[string]any) *Row {
+	r, used := newRow(names), 0
+	for i, n := range names {
+		v, ok := fields[n]
+		used = r.set(i, v, ok, used)
+	}
+	return r
+}
+
+// NewRowFromSlots is NewRow for an event decoded into slots: the value of
+// names[i] is slots[at[i]], and the event lacks the field when that is
+// absentMark.
+func NewRowFromSlots(names []string, at []int, slots []any, absentMark any) *Row {
+	r, used := newRow(names), 0
+	for i := range names {
+		v := slots[at[i]]
+		used = r.set(i, v, v != absentMark, used)
+	}
+	return r
+}
+
+func newRow(names []string) *Row {
 	r := &Row{names: names}
 	if len(names) <= rowInline {
 		r.vals = r.inline[:len(names)]
 	} else {
 		r.vals = make([]any, len(names))
 	}
-	used := 0
-	for i, n := range names {
-		v, ok := fields[n]
-		switch {
-		case !ok:
-			v = absent{}
-		case isString(v):
-			s := v.(string)
-			if used+len(s) <= rowBytes && len(s) > 0 {
-				copy(r.bytes[used:], s)
-				v = unsafe.String(&r.bytes[used], len(s)) // r is immutable from here on
-				used += len(s)
-			} else {
-				v = string([]byte(s))
-			}
-		}
-		r.vals[i] = v
-	}
 	return r
+}
+
+// set stores the value of names[i], ok false when the event lacks it, with
+// used bytes of r.bytes taken so far; it returns the bytes taken after it.
+func (r *Row) set(i int, v any, ok bool, used int) int {
+	switch {
+	case !ok:
+		v = absent{}
+	case isString(v):
+		s := v.(string)
+		if used+len(s) <= rowBytes && len(s) > 0 {
+			copy(r.bytes[used:], s)
+			v = unsafe.String(&r.bytes[used], len(s)) // r is immutable from here on
+			used += len(s)
+		} else {
+			v = string([]byte(s))
+		}
+	}
+	r.vals[i] = v
+	return used
 }
 
 func isString(v any) bool {

@@ -110,6 +110,8 @@ type decoder struct {
 	buf   []byte         // scratch for unescaping strings
 	into  map[string]any // where the top-level object goes (DecodePrefixInto)
 	only  []string       // the top-level object's members to keep; nil: all
+	slots []any          // where they go instead of a map (DecodePrefixSlots)
+	isObj bool           // the top-level value was an object decoded into slots
 }
 
 // objMember is one member of an object being decoded: its value in v, or,
@@ -136,8 +138,13 @@ var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
 const maxPooledStack = 1 << 12
 
 func decodePrefix(s string, into map[string]any, only []string) (any, int, error) {
+	v, n, _, err := decodePrefixSlots(s, into, only, nil)
+	return v, n, err
+}
+
+func decodePrefixSlots(s string, into map[string]any, only []string, slots []any) (any, int, bool, error) {
 	d := decoderPool.Get().(*decoder)
-	d.s, d.into, d.only = s, into, only
+	d.s, d.into, d.only, d.slots, d.isObj = s, into, only, slots, false
 	v, n, err := d.value(skipSpace(s, 0))
 	if err != nil {
 		// The error unwound past the frames that pop the stacks.
@@ -147,12 +154,13 @@ func decodePrefix(s string, into map[string]any, only []string) (any, int, error
 		d.elems, d.kvs, d.strs, d.nums, d.depth = d.elems[:0], d.kvs[:0], d.strs[:0], d.nums[:0], 0
 		v, n = nil, 0
 	}
-	d.s, d.into, d.only = "", nil, nil
+	isObj := d.isObj && err == nil
+	d.s, d.into, d.only, d.slots = "", nil, nil, nil
 	if cap(d.elems) <= maxPooledStack && cap(d.kvs) <= maxPooledStack && cap(d.strs) <= maxPooledStack &&
 		cap(d.nums) <= maxPooledStack && cap(d.buf) <= 16*maxPooledStack {
 		decoderPool.Put(d)
 	}
-	return v, n, err
+	return v, n, isObj, err
 }
 
 // Decode decodes s, which must hold exactly one JSON value (surrounding whitespace allowed).
@@ -182,6 +190,19 @@ func DecodeInto(s string, m map[string]any, only []string) (any, error) {
 		return nil, syntaxError(n, msgTrailing)
 	}
 	return v, nil
+}
+
+// DecodeSlots is Decode with the members of an object that names lists
+// going into slots instead of a map (see DecodePrefixSlots).
+func DecodeSlots(s string, names []string, slots []any) (v any, obj bool, err error) {
+	v, n, obj, err := DecodePrefixSlots(s, names, slots)
+	if err != nil {
+		return nil, false, err
+	}
+	if n = skipSpace(s, n); n < len(s) {
+		return nil, false, syntaxError(n, msgTrailing)
+	}
+	return v, obj, nil
 }
 
 // DecodePrefix decodes the first JSON value in s (after leading whitespace) and returns it with the number of bytes consumed (up to the end of the value).
@@ -221,6 +242,20 @@ func DecodeNumberPrefix(s string) (f float64, n int, ok bool, err error) {
 // are the same as without it.
 func DecodePrefixInto(s string, m map[string]any, only []string) (v any, n int, err error) {
 	return decodePrefix(s, m, only)
+}
+
+// DecodePrefixSlots is DecodePrefixInto with only set to names, except that
+// when the value is an object, the member named names[i] goes into slots[i]
+// (len(slots) == len(names)), a later duplicate replacing an earlier one,
+// and no map is built: obj is true, v is nil, and slots of members the
+// object lacks are left as they were. When the value is not an object, obj
+// is false and v is the value. It accepts, rejects and measures as
+// DecodePrefix does.
+func DecodePrefixSlots(s string, names []string, slots []any) (v any, n int, obj bool, err error) {
+	if names == nil {
+		names = []string{} // nil would keep every member
+	}
+	return decodePrefixSlots(s, nil, names, slots)
 }
 
 // Skip validates the first JSON value in s without building it and returns the bytes consumed (like DecodePrefix).
@@ -340,6 +375,11 @@ func (d *decoder) object(i int) (any, int, error) {
 	s := d.s
 	i = skipSpace(s, i+1)
 	if i < len(s) && s[i] == '}' {
+		if d.depth == 1 && d.slots != nil {
+			d.isObj = true
+			d.depth--
+			return nil, i + 1, nil
+		}
 		d.depth--
 		return map[string]any{}, i + 1, nil
 	}
@@ -409,6 +449,15 @@ func (d *decoder) object(i int) (any, int, error) {
 		nums = make([]float64, n)
 		copy(nums, d.nums[nbase:])
 	}
+	if d.depth == 1 && d.slots != nil { // the top-level object of DecodePrefixSlots
+		d.fillSlots(members, strs, nums, sbase, nbase)
+		d.isObj = true
+		clear(members)
+		clear(d.strs[sbase:])
+		d.kvs, d.strs, d.nums = d.kvs[:base], d.strs[:sbase], d.nums[:nbase]
+		d.depth--
+		return nil, i + 1, nil
+	}
 	var m map[string]any
 	reused := d.depth == 1 && d.into != nil // the top-level object of DecodePrefixInto
 	if reused {
@@ -445,6 +494,29 @@ func (d *decoder) object(i int) (any, int, error) {
 	d.kvs, d.strs, d.nums = d.kvs[:base], d.strs[:sbase], d.nums[:nbase]
 	d.depth--
 	return m, i + 1, nil
+}
+
+// fillSlots stores the kept members of the top-level object in d.slots,
+// later duplicates over earlier ones. Values are boxed from the object's
+// slabs, unless duplicates make up most of them: then each kept value is
+// boxed on its own, so that hostile input cannot pin large slabs.
+func (d *decoder) fillSlots(members []objMember, strs []string, nums []float64, sbase, nbase int) {
+	own := len(members) > 2*len(d.slots)
+	for _, e := range members {
+		var v any
+		switch e.kind {
+		case memberStr:
+			v = boxString(&strs[e.idx-sbase])
+		case memberNum:
+			v = boxFloat(&nums[e.idx-nbase])
+		default:
+			v = e.v
+		}
+		if own {
+			v = rebox(v)
+		}
+		d.slots[slices.Index(d.only, e.k)] = v
+	}
 }
 
 // array decodes the array at s[i] == '['.

@@ -132,6 +132,35 @@ func checkDecode(t *testing.T, s string) {
 		if diff := cmp.Diff(want, ov, cmpOpts); diff != "" {
 			t.Fatalf("DecodePrefixInto(%q, only %q) mismatch (-DecodePrefix filtered +DecodePrefixInto):\n%s", s, only, diff)
 		}
+
+		// DecodePrefixSlots puts the same members in slots instead.
+		type unset struct{}
+		slots := make([]any, len(only))
+		for i := range slots {
+			slots[i] = unset{}
+		}
+		sv, sn, sobj, serr := DecodePrefixSlots(s, only, slots)
+		if !sameError(serr, perr) || sn != pn || sobj != isObject {
+			t.Fatalf("DecodePrefixSlots(%q, %q) = %d, %v, object %v; DecodePrefix = %d, %v", s, only, sn, serr, sobj, pn, perr)
+		}
+		if !isObject {
+			if diff := cmp.Diff(pv, sv, cmpOpts); diff != "" {
+				t.Fatalf("DecodePrefixSlots(%q) of a non-object mismatch (-DecodePrefix +DecodePrefixSlots):\n%s", s, diff)
+			}
+			continue
+		}
+		for i, name := range only {
+			wv, ok := want.(map[string]any)[name]
+			if !ok {
+				if slots[i] != (unset{}) {
+					t.Fatalf("DecodePrefixSlots(%q): slot %q = %v, but the object lacks it", s, name, slots[i])
+				}
+				continue
+			}
+			if diff := cmp.Diff(wv, slots[i], cmpOpts); diff != "" {
+				t.Fatalf("DecodePrefixSlots(%q): slot %q mismatch (-DecodePrefixInto +slot):\n%s", s, name, diff)
+			}
+		}
 	}
 
 	// Object, decoding each member with DecodePrefix, rebuilds the map, or
