@@ -15,9 +15,8 @@ import (
 // stream's key, time and id expressions, and prepare what history keeps of
 // the event. Not safe for concurrent use: each goroutine has its own.
 type Extractor struct {
-	rs      *rules.Ruleset
-	ev      *rules.Evaluator
-	recycle *fieldsRecycler // maps to decode into; nil: new ones
+	rs *rules.Ruleset
+	ev *rules.Evaluator
 	// histAt is, per stream decoded into slots, where each of its
 	// HistoryFields is among its DecodeFields; nil for other streams.
 	histAt [][]int
@@ -93,7 +92,7 @@ func (x *Extractor) Extract(rec *Record) {
 				return
 			}
 			rec.slots = slots
-		} else if rec.Fields, rec.Err = decodeObject(rec.Value, x.recycle.get(), st.DecodeFields); rec.Err != nil {
+		} else if rec.Fields, rec.Err = decodeObject(rec.Value, st.DecodeFields); rec.Err != nil {
 			return
 		}
 	}

@@ -82,10 +82,6 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 	for i, st := range rs.Streams {
 		names[st.Name], only[i] = i, st.DecodeFields
 	}
-	var recycle *fieldsRecycler
-	if x, err := NewExtractor(rs); err == nil {
-		recycle = newFieldsRecycler(rs, x.ev.NamesEnv())
-	}
 
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -120,7 +116,7 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 		}
 		wg.Go(func() {
 			for b := range work {
-				b.decode(names, only, cfg.MaxRecordBytes, x, recycle)
+				b.decode(names, only, cfg.MaxRecordBytes, x)
 				close(b.done)
 			}
 		})
@@ -149,7 +145,7 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 			}
 		}
 		tasks.run(b)
-		wg.Go(func() { b.release(recycle) }) // off the path that waits for the tasks
+		wg.Go(b.release) // off the path that waits for the tasks
 		if werr != nil {
 			stopped = true
 			cancel()
@@ -357,7 +353,7 @@ func (b *batch) lines() iter.Seq2[int, string] {
 
 // decode parses every line of the batch. It runs on a worker goroutine and
 // touches nothing but the batch.
-func (b *batch) decode(names map[string]int, only [][]string, maxRecord int, x *Extractor, recycle *fieldsRecycler) {
+func (b *batch) decode(names map[string]int, only [][]string, maxRecord int, x *Extractor) {
 	b.items = getItems(len(b.ends))
 	for i, text := range b.lines() {
 		lineNo := b.firstLine + int64(i)
@@ -369,7 +365,7 @@ func (b *batch) decode(names map[string]int, only [][]string, maxRecord int, x *
 		if isBlank(text) {
 			continue
 		}
-		it := parseLineInto(text, lineNo, names, only, recycle.get(), x)
+		it := parseLineInto(text, lineNo, names, only, x)
 		if !it.control {
 			x.Extract(&it.rec)
 		}
@@ -394,64 +390,12 @@ func getItems(n int) []item {
 // keeps a pointer to an item past Task.Process (what outlives the record,
 // such as its fields or row, is copied out of it), and the enrichments have
 // finished with the batch before the tasks start.
-func (b *batch) release(recycle *fieldsRecycler) {
+func (b *batch) release() {
 	items := b.items
-	for i := range items {
-		if it := &items[i]; !it.control {
-			recycle.put(&it.rec)
-		}
-	}
 	clear(items)
 	items = items[:0]
 	b.items = nil
 	itemsPool.Put(&items)
-}
-
-// fieldsRecycler recycles the field maps of replayed events: decoding an
-// event into a map the size of the last one's, rather than allocating it,
-// was a good part of replay's garbage (a map of a dozen members is over
-// 500 bytes). A map is recycled once the tasks have run its batch, and
-// only for a stream where nothing keeps an event's map past Task.Process:
-// not when history keeps whole events, nor when a pattern or join buffers
-// them, a decision waits for the watermark, an enrichment adds to them, or
-// an expression names the map itself ($env). Safe for concurrent use.
-type fieldsRecycler struct {
-	ok   []bool // per stream
-	pool sync.Pool
-}
-
-// maxRecycledFields bounds the maps kept for reuse: clear keeps a map's
-// size, and one huge event should not make every later one pay for it.
-const maxRecycledFields = 64
-
-func newFieldsRecycler(rs *rules.Ruleset, namesEnv bool) *fieldsRecycler {
-	r := &fieldsRecycler{ok: make([]bool, len(rs.Streams))}
-	for i, st := range rs.Streams {
-		wholeHistory := st.Retention > 0 && st.HistoryFields == nil
-		r.ok[i] = !namesEnv && !wholeHistory && len(st.Patterns) == 0 && len(st.Joins) == 0 &&
-			st.Decide != rules.DecideWatermark && len(st.Enrichments) == 0
-	}
-	return r
-}
-
-// get returns an empty map, or nil to let the decoder allocate one.
-func (r *fieldsRecycler) get() map[string]any {
-	if r == nil {
-		return nil
-	}
-	m, _ := r.pool.Get().(map[string]any)
-	return m
-}
-
-// put recycles the field map of a record that has been processed.
-func (r *fieldsRecycler) put(rec *Record) {
-	m := rec.Fields
-	if r == nil || m == nil || rec.Stream < 0 || rec.Stream >= len(r.ok) || !r.ok[rec.Stream] || len(m) > maxRecycledFields {
-		return
-	}
-	rec.Fields = nil
-	clear(m)
-	r.pool.Put(m)
 }
 
 func isBlank(s string) bool {
@@ -469,15 +413,14 @@ func isBlank(s string) bool {
 // "key": k, "timestamp": ms} or a control line {"watermark": ms, "stream": s,
 // "partition": p}.
 func parseLine(text string, lineNo int64, names map[string]int) item {
-	return parseLineInto(text, lineNo, names, nil, nil, nil)
+	return parseLineInto(text, lineNo, names, nil, nil)
 }
 
-// parseLineInto is parseLine decoding the value into fields, an empty map,
-// when it is an object (and fields is not nil), keeping only the fields
-// only[s] names for the line's stream s (Stream.DecodeFields) when its
-// "stream" comes before its "value"; into slots from x instead, when x is
-// not nil and decodes the stream's events so.
-func parseLineInto(text string, lineNo int64, names map[string]int, only [][]string, fields map[string]any, x *Extractor) item {
+// parseLineInto is parseLine keeping only the fields only[s] names for the
+// line's stream s (Stream.DecodeFields) when its "stream" comes before its
+// "value": into slots from x, when x is not nil and decodes the stream's
+// events so, else into a map.
+func parseLineInto(text string, lineNo int64, names map[string]int, only [][]string, x *Extractor) item {
 	it := item{rec: Record{Stream: -1, Offset: lineNo, Raw: text}, stream: -1, partition: -1}
 	var (
 		haveValue, haveWM, havePart bool
@@ -526,8 +469,7 @@ func parseLineInto(text string, lineNo int64, names map[string]int, only [][]str
 				}
 				return n, err
 			}
-			v, n, err := jsonv.DecodePrefixInto(rest, fields, keep)
-			fields = nil // a line with two values does not get the same map twice
+			v, n, err := jsonv.DecodePrefixInto(rest, nil, keep)
 			it.rec.Value, value, haveValue = rest[:n], v, true
 			return n, err
 		case "partition", "timestamp", "watermark":

@@ -106,16 +106,13 @@ type Task struct {
 	idle      sweepQueue
 	maxRetain int64 // the longest stream retention: when a key's every event has expired
 
-	buf    []byte
-	hits   []hit
-	stats  Stats
-	recall map[recallKey][]byte // decisions emitted before a restore (Recall)
-	info   DecisionInfo         // scratch for Output.Decision
-	// recycleFields is set by RecycleFields; recycle does it.
-	recycleFields bool
-	recycle       *fieldsRecycler
-	explain       map[string]map[string]any // rule -> feature -> value, while explaining (Explain)
-	due           pendingHeap               // decide: watermark events waiting for the watermark
+	buf     []byte
+	hits    []hit
+	stats   Stats
+	recall  map[recallKey][]byte      // decisions emitted before a restore (Recall)
+	info    DecisionInfo              // scratch for Output.Decision
+	explain map[string]map[string]any // rule -> feature -> value, while explaining (Explain)
+	due     pendingHeap               // decide: watermark events waiting for the watermark
 }
 
 // keyState is what a task keeps per key. The key string is a copy owned
@@ -139,14 +136,6 @@ type Option interface{ apply(*Task) }
 type optionFunc func(*Task)
 
 func (f optionFunc) apply(t *Task) { f(t) }
-
-// RecycleFields makes the task reuse the field maps of events once they are
-// processed, for the streams where nothing keeps them (see
-// fieldsRecycler): a live task's decode then allocates much less. The
-// caller must not read a record's Fields after Process.
-func RecycleFields() Option {
-	return optionFunc(func(t *Task) { t.recycleFields = true })
-}
 
 // ProcessingClock makes the task measure idleness and future skew on c (the
 // wall clock in a live service). By default processing time is the largest
@@ -174,10 +163,6 @@ func NewTask(rs *rules.Ruleset, emit func(Output), opts ...Option) (*Task, error
 	t.ev = ev
 	if t.dec, err = NewExtractor(rs); err != nil {
 		return nil, err
-	}
-	if t.recycleFields {
-		t.recycle = newFieldsRecycler(rs, ev.NamesEnv())
-		t.dec.recycle = t.recycle
 	}
 	t.wms = stream.NewWatermarks(t.clock)
 	t.lastSweep = stream.MinTime
@@ -236,9 +221,6 @@ func (t *Task) Watermark() int64 { return t.wm }
 // then move the watermark. A record that cannot be read goes to the DLQ with
 // the reason; processing goes on.
 func (t *Task) Process(rec *Record) {
-	if t.recycle != nil {
-		defer t.recycle.put(rec)
-	}
 	t.stats.Records++
 	if !rec.extracted {
 		t.dec.Extract(rec)
@@ -323,10 +305,10 @@ func (t *Task) keep(ks *keyState, st *rules.Stream, ts int64, row any, mark rule
 	t.stats.HistoryOverflow += int64(h.evict(horizon(t.wm, st.Retention), st.MaxHistory))
 }
 
-// decodeObject decodes an event's value into into (nil: a new map), keeping
-// only the fields named in only when it is not nil (Stream.DecodeFields).
-func decodeObject(text string, into map[string]any, only []string) (map[string]any, error) {
-	v, err := jsonv.DecodeInto(text, into, only)
+// decodeObject decodes an event's value into a map, keeping only the fields
+// named in only when it is not nil (Stream.DecodeFields).
+func decodeObject(text string, only []string) (map[string]any, error) {
+	v, err := jsonv.DecodeInto(text, nil, only)
 	if err != nil {
 		return nil, fmt.Errorf("value is not JSON: %w", err)
 	}

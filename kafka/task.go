@@ -109,7 +109,7 @@ func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 // when it is not nil.
 func (t *task) use(rs *rules.Ruleset, data []byte) error {
 	t.clock.read() // inputs registered now start their idleness timers now
-	eng, err := engine.NewTask(rs, t.emit, engine.ProcessingClock(&t.clock), engine.RecycleFields())
+	eng, err := engine.NewTask(rs, t.emit, engine.ProcessingClock(&t.clock))
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/expr-lang/expr/file"
@@ -38,7 +37,6 @@ type Evaluator struct {
 	enrichKey     []program         // per enrichment
 	features      map[int][]program // per rule, compiled by Explain on first use
 
-	namesEnv    bool        // some expression may name $env (NamesEnv)
 	partial     cep.Partial // the partial match a step condition is extending
 	partialOf   *Pattern
 	condErrors  int64
@@ -72,7 +70,6 @@ func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) []Past) (
 		if s.field != "" {
 			return program{field: s.field, slot: slices.Index(names, s.field), src: s}, nil
 		}
-		e.namesEnv = e.namesEnv || strings.Contains(s.src, "$env")
 		p, _, err := c.compile(s, e.ctx)
 		if err != nil {
 			return program{}, err
@@ -129,11 +126,6 @@ func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) []Past) (
 	}
 	return e, nil
 }
-
-// NamesEnv reports whether some expression of the ruleset may name $env,
-// the event's field map itself, and so could keep it (a window aggregate of
-// $env, say). It errs on the side of yes: the text is not parsed.
-func (e *Evaluator) NamesEnv() bool { return e.namesEnv }
 
 // NFA returns pattern i's automaton, its conditions bound to this evaluator.
 func (e *Evaluator) NFA(i int) *cep.NFA { return e.nfas[i] }
