@@ -469,7 +469,7 @@ func parseLineInto(text string, lineNo int64, names map[string]int, only [][]str
 				}
 				return n, err
 			}
-			v, n, err := jsonv.DecodePrefixInto(rest, nil, keep)
+			v, n, err := jsonv.DecodePrefixOnly(rest, keep)
 			it.rec.Value, value, haveValue = rest[:n], v, true
 			return n, err
 		case "partition", "timestamp", "watermark":

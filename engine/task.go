@@ -308,7 +308,7 @@ func (t *Task) keep(ks *keyState, st *rules.Stream, ts int64, row any, mark rule
 // decodeObject decodes an event's value into a map, keeping only the fields
 // named in only when it is not nil (Stream.DecodeFields).
 func decodeObject(text string, only []string) (map[string]any, error) {
-	v, err := jsonv.DecodeInto(text, nil, only)
+	v, err := jsonv.DecodeOnly(text, only)
 	if err != nil {
 		return nil, fmt.Errorf("value is not JSON: %w", err)
 	}

@@ -105,13 +105,12 @@ type decoder struct {
 	depth int
 	elems []any
 	kvs   []objMember
-	strs  []string       // string members of the objects being decoded
-	nums  []float64      // number members of the objects being decoded
-	buf   []byte         // scratch for unescaping strings
-	into  map[string]any // where the top-level object goes (DecodePrefixInto)
-	only  []string       // the top-level object's members to keep; nil: all
-	slots []any          // where they go instead of a map (DecodePrefixSlots)
-	isObj bool           // the top-level value was an object decoded into slots
+	strs  []string  // string members of the objects being decoded
+	nums  []float64 // number members of the objects being decoded
+	buf   []byte    // scratch for unescaping strings
+	only  []string  // the top-level object's members to keep; nil: all
+	slots []any     // where they go instead of a map (DecodePrefixSlots)
+	isObj bool      // the top-level value was an object decoded into slots
 }
 
 // objMember is one member of an object being decoded: its value in v, or,
@@ -137,14 +136,14 @@ var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
 // does not pin memory for good.
 const maxPooledStack = 1 << 12
 
-func decodePrefix(s string, into map[string]any, only []string) (any, int, error) {
-	v, n, _, err := decodePrefixSlots(s, into, only, nil)
+func decodePrefix(s string, only []string) (any, int, error) {
+	v, n, _, err := decodePrefixSlots(s, only, nil)
 	return v, n, err
 }
 
-func decodePrefixSlots(s string, into map[string]any, only []string, slots []any) (any, int, bool, error) {
+func decodePrefixSlots(s string, only []string, slots []any) (any, int, bool, error) {
 	d := decoderPool.Get().(*decoder)
-	d.s, d.into, d.only, d.slots, d.isObj = s, into, only, slots, false
+	d.s, d.only, d.slots, d.isObj = s, only, slots, false
 	v, n, err := d.value(skipSpace(s, 0))
 	if err != nil {
 		// The error unwound past the frames that pop the stacks.
@@ -155,7 +154,7 @@ func decodePrefixSlots(s string, into map[string]any, only []string, slots []any
 		v, n = nil, 0
 	}
 	isObj := d.isObj && err == nil
-	d.s, d.into, d.only, d.slots = "", nil, nil, nil
+	d.s, d.only, d.slots = "", nil, nil
 	if cap(d.elems) <= maxPooledStack && cap(d.kvs) <= maxPooledStack && cap(d.strs) <= maxPooledStack &&
 		cap(d.nums) <= maxPooledStack && cap(d.buf) <= 16*maxPooledStack {
 		decoderPool.Put(d)
@@ -168,7 +167,7 @@ func decodePrefixSlots(s string, into map[string]any, only []string, slots []any
 // (A string holding invalid UTF-8 is copied too, to replace it with U+FFFD.)
 // An error is a *SyntaxError.
 func Decode(s string) (any, error) {
-	v, n, err := decodePrefix(s, nil, nil)
+	v, n, err := decodePrefix(s, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -178,11 +177,10 @@ func Decode(s string) (any, error) {
 	return v, nil
 }
 
-// DecodeInto is Decode, except that when the value is an object its members
-// go into m, which must be empty, and only those named in only when it is
-// not nil (see DecodePrefixInto).
-func DecodeInto(s string, m map[string]any, only []string) (any, error) {
-	v, n, err := decodePrefix(s, m, only)
+// DecodeOnly is Decode keeping only the members of a top-level object that
+// only names, when only is not nil (see DecodePrefixOnly).
+func DecodeOnly(s string, only []string) (any, error) {
+	v, n, err := decodePrefix(s, only)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +208,7 @@ func DecodeSlots(s string, names []string, slots []any) (v any, obj bool, err er
 // the first byte that cannot continue it: "12]" yields 12 and n == 2. On error
 // n is 0 and err is a *SyntaxError.
 func DecodePrefix(s string) (v any, n int, err error) {
-	return decodePrefix(s, nil, nil)
+	return decodePrefix(s, nil)
 }
 
 // DecodeNumberPrefix is DecodePrefix for a value expected to be a number,
@@ -230,21 +228,16 @@ func DecodeNumberPrefix(s string) (f float64, n int, ok bool, err error) {
 	return f, n, true, nil
 }
 
-// DecodePrefixInto is DecodePrefix, except that when the value is an object
-// its members go into m, which must be empty, instead of a new map: a caller
-// that knows when its maps die can recycle them. m is not used when nil, when
-// the value is not an object, or when the object is mostly duplicate keys.
-//
-// When only is not nil, the members of the top-level object whose key it
-// does not list are validated and skipped, not built: a caller that knows
-// which fields it reads saves decoding, boxing and storing the others
-// (nested objects are kept whole). What is accepted and rejected, and n,
-// are the same as without it.
-func DecodePrefixInto(s string, m map[string]any, only []string) (v any, n int, err error) {
-	return decodePrefix(s, m, only)
+// DecodePrefixOnly is DecodePrefix, except that when only is not nil, the
+// members of the top-level object whose key it does not list are validated
+// and skipped, not built: a caller that knows which fields it reads saves
+// decoding, boxing and storing the others (nested objects are kept whole).
+// What is accepted and rejected, and n, are the same as without it.
+func DecodePrefixOnly(s string, only []string) (v any, n int, err error) {
+	return decodePrefix(s, only)
 }
 
-// DecodePrefixSlots is DecodePrefixInto with only set to names, except that
+// DecodePrefixSlots is DecodePrefixOnly with only set to names, except that
 // when the value is an object, the member named names[i] goes into slots[i]
 // (len(slots) == len(names)), a later duplicate replacing an earlier one,
 // and no map is built: obj is true, v is nil, and slots of members the
@@ -255,7 +248,7 @@ func DecodePrefixSlots(s string, names []string, slots []any) (v any, n int, obj
 	if names == nil {
 		names = []string{} // nil would keep every member
 	}
-	return decodePrefixSlots(s, nil, names, slots)
+	return decodePrefixSlots(s, names, slots)
 }
 
 // Skip validates the first JSON value in s without building it and returns the bytes consumed (like DecodePrefix).
@@ -458,13 +451,7 @@ func (d *decoder) object(i int) (any, int, error) {
 		d.depth--
 		return nil, i + 1, nil
 	}
-	var m map[string]any
-	reused := d.depth == 1 && d.into != nil // the top-level object of DecodePrefixInto
-	if reused {
-		m, d.into = d.into, nil
-	} else {
-		m = make(map[string]any, len(members))
-	}
+	m := make(map[string]any, len(members))
 	for _, e := range members {
 		switch e.kind {
 		case memberStr:
@@ -483,9 +470,6 @@ func (d *decoder) object(i int) (any, int, error) {
 		small := make(map[string]any, len(m))
 		for k, v := range m {
 			small[k] = rebox(v)
-		}
-		if reused {
-			clear(m) // as the caller gave it
 		}
 		m = small
 	}

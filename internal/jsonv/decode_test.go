@@ -3,9 +3,7 @@ package jsonv
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
-	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -394,28 +392,4 @@ func TestDecodeConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-}
-
-// TestDecodePrefixInto checks that a top-level object, and only that, is
-// decoded into the map given, with the same result as DecodePrefix.
-func TestDecodePrefixInto(t *testing.T) {
-	for _, in := range []string{
-		`{"a":"x","b":1.5,"c":{"d":"y"},"e":[{"f":2}],"g":null,"h":true} tail`,
-		`[{"a":1}]`, `"s"`, `12`, `{}`, `{"a":1,"a":2,"a":3,"a":4,"a":5,"a":6,"b":7}`, `{"a":`,
-	} {
-		into := map[string]any{}
-		got, gn, gerr := DecodePrefixInto(in, into, nil)
-		want, wn, werr := DecodePrefix(in)
-		if gn != wn || fmt.Sprint(gerr) != fmt.Sprint(werr) || !jsonEqual(got, want) {
-			t.Errorf("DecodePrefixInto(%q) = %v, %d, %v; DecodePrefix = %v, %d, %v", in, got, gn, gerr, want, wn, werr)
-		}
-		m, isMap := got.(map[string]any)
-		used := isMap && len(m) > 0 && reflect.ValueOf(m).Pointer() == reflect.ValueOf(into).Pointer()
-		if wantUsed := in[0] == '{' && gerr == nil && in != `{}` && !strings.Contains(in, `"a":2`); used != wantUsed {
-			t.Errorf("DecodePrefixInto(%q): map given used = %v, want %v", in, used, wantUsed)
-		}
-		if !used && len(into) > 0 {
-			t.Errorf("DecodePrefixInto(%q) filled the map given without returning it: %v", in, into)
-		}
-	}
 }

@@ -103,7 +103,7 @@ func checkDecode(t *testing.T, s string) {
 		t.Fatalf("DecodeNumberPrefix(%q) = %v, %d, %v; DecodePrefix = %v, %d, %v", s, f, fn, ferr, pv, pn, perr)
 	}
 
-	// DecodePrefixInto with only keeps the top-level members it names, and
+	// DecodePrefixOnly keeps the top-level members only names, and
 	// accepts, rejects and measures as DecodePrefix does.
 	pm, isObject := pv.(map[string]any)
 	onlies := [][]string{{}, {"a", "b"}}
@@ -112,9 +112,9 @@ func checkDecode(t *testing.T, s string) {
 		onlies = append(onlies, keys[:len(keys)/2])
 	}
 	for _, only := range onlies {
-		ov, on, oerr := DecodePrefixInto(s, map[string]any{}, only)
+		ov, on, oerr := DecodePrefixOnly(s, only)
 		if !sameError(oerr, perr) || on != pn {
-			t.Fatalf("DecodePrefixInto(%q, only %q) = %d, %v; DecodePrefix = %d, %v", s, only, on, oerr, pn, perr)
+			t.Fatalf("DecodePrefixOnly(%q, only %q) = %d, %v; DecodePrefix = %d, %v", s, only, on, oerr, pn, perr)
 		}
 		if perr != nil {
 			continue
@@ -130,7 +130,7 @@ func checkDecode(t *testing.T, s string) {
 			want = kept
 		}
 		if diff := cmp.Diff(want, ov, cmpOpts); diff != "" {
-			t.Fatalf("DecodePrefixInto(%q, only %q) mismatch (-DecodePrefix filtered +DecodePrefixInto):\n%s", s, only, diff)
+			t.Fatalf("DecodePrefixOnly(%q, only %q) mismatch (-DecodePrefix filtered +DecodePrefixOnly):\n%s", s, only, diff)
 		}
 
 		// DecodePrefixSlots puts the same members in slots instead.
@@ -158,7 +158,7 @@ func checkDecode(t *testing.T, s string) {
 				continue
 			}
 			if diff := cmp.Diff(wv, slots[i], cmpOpts); diff != "" {
-				t.Fatalf("DecodePrefixSlots(%q): slot %q mismatch (-DecodePrefixInto +slot):\n%s", s, name, diff)
+				t.Fatalf("DecodePrefixSlots(%q): slot %q mismatch (-DecodePrefixOnly +slot):\n%s", s, name, diff)
 			}
 		}
 	}
