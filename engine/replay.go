@@ -89,6 +89,7 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 	ordered := make(chan *batch, 2*cfg.Decoders)
 	work := make(chan *batch, 2*cfg.Decoders)
 	var wg sync.WaitGroup
+	tasks.merged = func(b *batch) { wg.Go(b.release) } // off the path that dispatches batches
 	var rerr, eerr error
 	wg.Go(func() {
 		defer close(ordered)
@@ -145,7 +146,6 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 			}
 		}
 		tasks.run(b)
-		wg.Go(b.release) // off the path that waits for the tasks
 		if werr != nil {
 			stopped = true
 			cancel()
@@ -153,11 +153,14 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 		}
 		if cfg.Progress != nil && time.Since(lastReport) >= time.Second {
 			lastReport = time.Now()
-			cfg.Progress(stats().Records, time.Since(start))
+			cfg.Progress(tasks.records, time.Since(start)) // the tasks' own counters are theirs while they run
 		}
 	}
 	cancel()
 	wg.Wait()
+	if parent.Err() != nil || rerr != nil || eerr != nil || werr != nil {
+		tasks.abandon() // the stats read the tasks' counters
+	}
 	switch {
 	case parent.Err() != nil:
 		return stats(), parent.Err()
@@ -169,6 +172,7 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 		return stats(), fmt.Errorf("write output: %w", werr)
 	}
 	tasks.finish()
+	wg.Wait() // the releases of the batches finish merged
 	if werr == nil {
 		werr = w.Flush()
 	}

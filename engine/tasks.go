@@ -21,27 +21,70 @@ const MaxReplayPartitions = 1024
 // Processing time is global, as on a real machine: the largest event time seen
 // on any partition so far, handed to each task with each of its records.
 //
+// Batches are pipelined: a task that has finished its share of a batch goes
+// on with its share of the next while the others finish theirs, and a batch's
+// outputs are merged once every task is done with it. Waiting for the slowest
+// task at each batch left a core idle at every batch's end.
+//
 // The taskSet is driven by one goroutine (run, finish, close); each task's
-// goroutine touches only its own partTask until it signals the batch done.
+// goroutine touches only its own partTask's task, cur and out, and the jobs
+// it is handed until it hands them back.
 type taskSet struct {
-	rs     *rules.Ruleset
-	write  func([]byte)
-	tasks  []*partTask // ordered by partition
-	byPart map[int32]*partTask
-	clock  int64 // processing time: the largest event time accepted so far
-	floor  int64 // the highest watermark raised for every input, MinTime if none
-	wg     sync.WaitGroup
+	rs       *rules.Ruleset
+	write    func([]byte)
+	merged   func(*batch) // called with each batch once its outputs are written
+	tasks    []*partTask  // ordered by partition
+	byPart   map[int32]*partTask
+	clock    int64 // processing time: the largest event time accepted so far
+	floor    int64 // the highest watermark raised for every input, MinTime if none
+	inflight []flight
+	records  int64 // records dispatched (for progress: the tasks' own counters are theirs)
+	wg       sync.WaitGroup
+}
+
+// pipelineDepth is how many batches may be dispatched and not yet merged.
+const pipelineDepth = 2
+
+// flight is a batch dispatched to its tasks and not merged yet.
+type flight struct {
+	b    *batch
+	busy []*partTask // the tasks with a job in it, in partition order
 }
 
 // partTask is one partition's task and its goroutine's mailbox.
 type partTask struct {
-	part  int32
-	task  *Task
+	part int32
+	task *Task
+	work chan *job // jobs in batch order
+	done chan *job // the same jobs, run
+	free []*job    // jobs to reuse (the driving goroutine's)
+	next *job      // the job being filled for the batch being dispatched
+	out  *outputs  // the outputs of the job being run
+	cur  int       // index of the item being run, for tagging outputs
+}
+
+// job is one task's share of one batch, and its outputs.
+type job struct {
 	steps []step
-	work  chan []step
-	done  chan struct{}
-	out   outputs // of the current batch
-	cur   int     // index of the item being processed, for tagging outputs
+	out   outputs
+}
+
+// getJob returns an empty job.
+func (pt *partTask) getJob() *job {
+	if n := len(pt.free); n > 0 {
+		j := pt.free[n-1]
+		pt.free = pt.free[:n-1]
+		return j
+	}
+	return new(job)
+}
+
+// putJob makes a merged job reusable.
+func (pt *partTask) putJob(j *job) {
+	clear(j.steps) // no pointers into released batches
+	j.steps = j.steps[:0]
+	j.out.reset()
+	pt.free = append(pt.free, j)
 }
 
 // step is one item for one task: the item, its index in the batch, and the
@@ -117,7 +160,7 @@ func (s *taskSet) partition(p int32) (*partTask, error) {
 	if len(s.tasks) >= MaxReplayPartitions {
 		return nil, fmt.Errorf("more than %d partitions in one replay", MaxReplayPartitions)
 	}
-	pt := &partTask{part: p, work: make(chan []step), done: make(chan struct{})}
+	pt := &partTask{part: p, work: make(chan *job, pipelineDepth), done: make(chan *job, pipelineDepth)}
 	task, err := NewTask(s.rs, func(o Output) { pt.out.add(pt.cur, o.Value) })
 	if err != nil {
 		return nil, err
@@ -134,8 +177,9 @@ func (s *taskSet) partition(p int32) (*partTask, error) {
 }
 
 func (pt *partTask) loop() {
-	for steps := range pt.work {
-		for _, st := range steps {
+	for j := range pt.work {
+		pt.out = &j.out
+		for _, st := range j.steps {
 			pt.cur = st.idx
 			pt.task.vt.now = st.now
 			if st.it.control {
@@ -144,12 +188,21 @@ func (pt *partTask) loop() {
 				pt.task.Process(&st.it.rec)
 			}
 		}
-		pt.done <- struct{}{}
+		pt.done <- j
 	}
 }
 
-// run processes one batch: its items are dispatched to their tasks, which run
-// in parallel, and the outputs are written in line order.
+// step appends an item to pt's job for the batch being dispatched.
+func (pt *partTask) step(st step) {
+	if pt.next == nil {
+		pt.next = pt.getJob()
+	}
+	pt.next.steps = append(pt.next.steps, st)
+}
+
+// run dispatches one batch to its tasks, which run in parallel, and writes
+// the outputs of the batches before it that every task is done with, in
+// line order; merged is called with each of those batches.
 func (s *taskSet) run(b *batch) {
 	for i := range b.items {
 		it := &b.items[i]
@@ -160,36 +213,53 @@ func (s *taskSet) run(b *batch) {
 				pt = s.tasks[0] // the record is refused; some task must count it
 				it.rec.Err = err
 			}
-			pt.steps = append(pt.steps, step{it: it, idx: i, now: s.clock})
+			pt.step(step{it: it, idx: i, now: s.clock})
+			s.records++
 			s.advanceClock(&it.rec)
 		case it.partition >= 0:
 			pt, err := s.partition(it.partition)
 			if err != nil {
 				continue // a control line for a partition beyond the cap: nothing to raise
 			}
-			pt.steps = append(pt.steps, step{it: it, idx: i, now: s.clock})
+			pt.step(step{it: it, idx: i, now: s.clock})
 		default:
 			if it.stream < 0 {
 				s.floor = max(s.floor, it.watermark)
 			}
 			for _, pt := range s.tasks {
-				pt.steps = append(pt.steps, step{it: it, idx: i, now: s.clock})
+				pt.step(step{it: it, idx: i, now: s.clock})
 			}
 		}
 	}
-	busy := s.tasks[:0:0]
+	f := flight{b: b}
 	for _, pt := range s.tasks {
-		if len(pt.steps) > 0 {
-			pt.work <- pt.steps
-			busy = append(busy, pt)
+		if pt.next != nil {
+			pt.work <- pt.next // never blocks: at most pipelineDepth jobs are out
+			pt.next = nil
+			f.busy = append(f.busy, pt)
 		}
 	}
-	for _, pt := range busy {
-		<-pt.done
+	s.inflight = append(s.inflight, f)
+	for len(s.inflight) >= pipelineDepth {
+		s.mergeOldest()
 	}
-	s.merge(busy)
-	for _, pt := range busy {
-		pt.steps = pt.steps[:0]
+}
+
+// mergeOldest waits for the tasks of the oldest batch in flight, writes its
+// outputs and hands the batch to merged.
+func (s *taskSet) mergeOldest() {
+	f := s.inflight[0]
+	s.inflight = s.inflight[1:]
+	jobs := make([]*job, len(f.busy))
+	for i, pt := range f.busy {
+		jobs[i] = <-pt.done // a task runs its jobs in order: this is the batch's
+	}
+	s.merge(jobs)
+	for i, pt := range f.busy {
+		pt.putJob(jobs[i])
+	}
+	if s.merged != nil {
+		s.merged(f.b)
 	}
 }
 
@@ -206,47 +276,61 @@ func (s *taskSet) advanceClock(rec *Record) {
 	s.clock = max(s.clock, rec.Time)
 }
 
-// merge writes the tasks' outputs by item index, ties in partition order.
-func (s *taskSet) merge(tasks []*partTask) {
-	if len(tasks) == 1 {
-		tasks[0].out.writeAll(s.write)
-	} else {
-		pos := make([]int, len(tasks))
-		for {
-			best := -1
-			for i, pt := range tasks {
-				if pos[i] < len(pt.out.tags) && (best < 0 || pt.out.tags[pos[i]].idx < tasks[best].out.tags[pos[best]].idx) {
-					best = i
-				}
-			}
-			if best < 0 {
-				break
-			}
-			out := &tasks[best].out
-			s.write(out.bytes(out.tags[pos[best]]))
-			pos[best]++
-		}
+// merge writes the outputs of one batch's jobs (in partition order) by item
+// index, ties in partition order.
+func (s *taskSet) merge(jobs []*job) {
+	if len(jobs) == 1 {
+		jobs[0].out.writeAll(s.write)
+		return
 	}
-	for _, pt := range tasks {
-		pt.out.reset()
+	pos := make([]int, len(jobs))
+	for {
+		best := -1
+		for i, j := range jobs {
+			if pos[i] < len(j.out.tags) && (best < 0 || j.out.tags[pos[i]].idx < jobs[best].out.tags[pos[best]].idx) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return
+		}
+		out := &jobs[best].out
+		s.write(out.bytes(out.tags[pos[best]]))
+		pos[best]++
 	}
 }
 
 // finish ends the input: every task's watermark jumps to its maximum, in
 // parallel, and the results are written partition by partition.
 func (s *taskSet) finish() {
+	for len(s.inflight) > 0 {
+		s.mergeOldest()
+	}
 	var wg sync.WaitGroup
-	for _, pt := range s.tasks {
-		wg.Go(func() {
-			pt.cur = 0
+	jobs := make([]*job, len(s.tasks))
+	for i, pt := range s.tasks {
+		jobs[i] = pt.getJob()
+		wg.Go(func() { // the task's goroutine is idle: every job it had is merged
+			pt.out, pt.cur = &jobs[i].out, 0
 			pt.task.Finish()
 		})
 	}
 	wg.Wait()
-	for _, pt := range s.tasks {
-		pt.out.writeAll(s.write)
-		pt.out.reset()
+	for i, pt := range s.tasks {
+		jobs[i].out.writeAll(s.write)
+		pt.putJob(jobs[i])
 	}
+}
+
+// abandon waits for the tasks to finish the batches in flight, and drops
+// their outputs.
+func (s *taskSet) abandon() {
+	for _, f := range s.inflight {
+		for _, pt := range f.busy {
+			pt.putJob(<-pt.done)
+		}
+	}
+	s.inflight = nil
 }
 
 // close stops the task goroutines and waits for them.
