@@ -65,14 +65,7 @@ func (op *patternOp) schedule(pk *patternKey, at int64) {
 // buffers it, or reports it late.
 func (t *Task) feedPattern(pi int, ks *keyState, ev *stream.Event) {
 	op := t.patterns[pi]
-	if ks.pats == nil {
-		if n := len(t.patterns); n <= keyPatterns {
-			ks.pats = ks.ownPats[:n]
-		} else {
-			ks.pats = make([]*patternKey, n)
-		}
-	}
-	pk := op.handle(&ks.pats[pi], ev.Key)
+	pk := op.handle(ks.pat(pi, len(t.patterns)), ev.Key)
 	t.seq++
 	cev := &cep.Event{Time: ev.Time, Seq: t.seq, Value: ev}
 	if op.p.Ordering == rules.Arrival {

@@ -141,14 +141,14 @@ func (t *Task) encodeKeys(e *codec.Encoder) error {
 		e.String(k)
 		e.Varint(ks.lastTime)
 		n := 0
-		for i := range ks.hist {
-			if ks.hist[i].len() > 0 {
+		for i := range t.rs.Streams {
+			if ks.hist(i).len() > 0 {
 				n++
 			}
 		}
 		e.Int(n)
-		for i := range ks.hist {
-			h := &ks.hist[i]
+		for i := range t.rs.Streams {
+			h := ks.hist(i)
 			if h.len() == 0 {
 				continue
 			}
@@ -460,7 +460,7 @@ func (t *Task) decodeKeys(d *codec.Decoder, old []oldStream, same bool) {
 					fields := rowFields(v, o.fields)
 					v, m = project(fields, st.HistoryFields), t.ev.Mark(o.now, rules.MapFields(fields))
 				}
-				ks.hist[o.now].add(ts, v, m)
+				ks.hist(o.now).add(ts, v, m)
 			}
 		}
 	}
