@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/vigil-cep/vigil/internal/jsonv"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/stream"
 )
@@ -81,17 +80,9 @@ func (x *Extractor) Extract(rec *Record) {
 	st := x.rs.Streams[rec.Stream]
 	if rec.Fields == nil && rec.slots == nil {
 		if x.slotted(rec.Stream) {
-			slots := x.newSlots(len(st.DecodeFields))
-			v, obj, err := jsonv.DecodeSlots(rec.Value, st.DecodeFields, slots)
-			switch {
-			case err != nil:
-				rec.Err = fmt.Errorf("value is not JSON: %w", err)
-				return
-			case !obj:
-				_, rec.Err = objectOf(v)
+			if rec.slots, rec.Err = decodeSlots(rec.Value, st.DecodeFields, x.newSlots(len(st.DecodeFields))); rec.Err != nil {
 				return
 			}
-			rec.slots = slots
 		} else if rec.Fields, rec.Err = decodeObject(rec.Value, st.DecodeFields); rec.Err != nil {
 			return
 		}

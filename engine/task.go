@@ -352,6 +352,20 @@ func decodeObject(text string, only []string) (map[string]any, error) {
 	return objectOf(v)
 }
 
+// decodeSlots is decodeObject for a stream decoded into slots: the fields
+// named go into slots, which it returns.
+func decodeSlots(text string, names []string, slots []any) ([]any, error) {
+	v, obj, err := jsonv.DecodeSlots(text, names, slots)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("value is not JSON: %w", err)
+	case !obj:
+		_, err = objectOf(v)
+		return nil, err
+	}
+	return slots, nil
+}
+
 // objectOf returns a decoded value that must be an object.
 func objectOf(v any) (map[string]any, error) {
 	m, ok := v.(map[string]any)

@@ -168,24 +168,32 @@ func decodePrefixSlots(s string, only []string, slots []any) (any, int, bool, er
 // An error is a *SyntaxError.
 func Decode(s string) (any, error) {
 	v, n, err := decodePrefix(s, nil)
+	if err == nil {
+		err = endsAt(s, n)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if n = skipSpace(s, n); n < len(s) {
-		return nil, syntaxError(n, msgTrailing)
-	}
 	return v, nil
+}
+
+// endsAt reports data after the value that ends at s[n], whitespace aside.
+func endsAt(s string, n int) error {
+	if n = skipSpace(s, n); n < len(s) {
+		return syntaxError(n, msgTrailing)
+	}
+	return nil
 }
 
 // DecodeOnly is Decode keeping only the members of a top-level object that
 // only names, when only is not nil (see DecodePrefixOnly).
 func DecodeOnly(s string, only []string) (any, error) {
 	v, n, err := decodePrefix(s, only)
+	if err == nil {
+		err = endsAt(s, n)
+	}
 	if err != nil {
 		return nil, err
-	}
-	if n = skipSpace(s, n); n < len(s) {
-		return nil, syntaxError(n, msgTrailing)
 	}
 	return v, nil
 }
@@ -194,11 +202,11 @@ func DecodeOnly(s string, only []string) (any, error) {
 // going into slots instead of a map (see DecodePrefixSlots).
 func DecodeSlots(s string, names []string, slots []any) (v any, obj bool, err error) {
 	v, n, obj, err := DecodePrefixSlots(s, names, slots)
+	if err == nil {
+		err = endsAt(s, n)
+	}
 	if err != nil {
 		return nil, false, err
-	}
-	if n = skipSpace(s, n); n < len(s) {
-		return nil, false, syntaxError(n, msgTrailing)
 	}
 	return v, obj, nil
 }
