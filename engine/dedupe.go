@@ -4,6 +4,8 @@ import (
 	"hash/crc32"
 	"hash/maphash"
 	"unsafe"
+
+	"github.com/vigil-cep/vigil/internal/prefetch"
 )
 
 // seenIDs remembers the ids of one stream for idempotency: an event whose id
@@ -285,3 +287,11 @@ func (s *seenIDs) all(yield func(id string, e seen) bool) {
 }
 
 func (s *seenIDs) len() int { return s.n }
+
+// prefetchSlot starts loading the slot where a lookup of id begins.
+func (s *seenIDs) prefetchSlot(id string) {
+	if len(s.table) == 0 {
+		return
+	}
+	prefetch.Line(unsafe.Pointer(&s.table[int(s.hash(id))&(len(s.table)-1)]))
+}

@@ -63,7 +63,7 @@ func (t *Task) Entity(key string, q EntityQuery) *EntityView {
 	}
 	v := &EntityView{Key: key, History: make(map[string][]json.RawMessage), Windows: []json.RawMessage{},
 		Partials: make(map[string]int), Decisions: []json.RawMessage{}, Watermark: t.wm}
-	if ks, ok := t.keys[key]; ok {
+	if ks := t.keys.get(key, keyHash(key)); ks != nil {
 		for i, st := range t.rs.Streams {
 			h := ks.hist(i)
 			if h.len() == 0 || q.Stream != "" && q.Stream != st.Name {

@@ -92,6 +92,7 @@ func (x *Extractor) Extract(rec *Record) {
 	if rec.Key, rec.Err = x.ev.Key(rec.Stream, fields); rec.Err != nil {
 		return
 	}
+	rec.keyHash = keyHash(rec.Key)
 	if rec.Time, rec.Err = x.ev.Time(rec.Stream, fields); rec.Err != nil {
 		return
 	}

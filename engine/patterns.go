@@ -228,7 +228,7 @@ func appendStepEvents(b []byte, p *rules.Pattern, events [][]*cep.Event) []byte 
 // idempotency or decisions.
 func (t *Task) processDerived(ev *stream.Event) {
 	st := t.rs.Streams[ev.Stream]
-	ks := t.keyState(ev.Key)
+	ks := t.keyState(ev.Key, keyHash(ev.Key))
 	t.idle.touch(ks, ev.Time)
 	if st.Retention > 0 {
 		t.keep(ks, st, ev.Time, project(ev.Value, st.HistoryFields), t.ev.Mark(ev.Stream, rules.MapFields(ev.Value)))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/vigil-cep/vigil/cep"
 	"github.com/vigil-cep/vigil/internal/codec"
@@ -134,11 +135,10 @@ const (
 )
 
 func (t *Task) encodeKeys(e *codec.Encoder) error {
-	keys := slices.Sorted(maps.Keys(t.keys))
+	keys := slices.SortedFunc(t.keys.all(), func(a, b *keyState) int { return strings.Compare(a.key, b.key) })
 	e.Int(len(keys))
-	for _, k := range keys {
-		ks := t.keys[k]
-		e.String(k)
+	for _, ks := range keys {
+		e.String(ks.key)
 		e.Varint(ks.lastTime)
 		n := 0
 		for i := range t.rs.Streams {
@@ -161,12 +161,12 @@ func (t *Task) encodeKeys(e *codec.Encoder) error {
 				case *stream.Row:
 					e.Bool(true)
 					if err := stream.EncodeRow(e, v); err != nil {
-						return fmt.Errorf("history of %q: %w", k, err)
+						return fmt.Errorf("history of %q: %w", ks.key, err)
 					}
 				default:
 					e.Bool(false)
 					if err := e.Value(v); err != nil {
-						return fmt.Errorf("history of %q: %w", k, err)
+						return fmt.Errorf("history of %q: %w", ks.key, err)
 					}
 				}
 				m := p.Mark
@@ -421,7 +421,7 @@ func (t *Task) decodeKeys(d *codec.Decoder, old []oldStream, same bool) {
 	for range d.Count(3) {
 		key := d.String()
 		lastTime := d.Varint()
-		ks := t.keyState(key)
+		ks := t.keyState(key, keyHash(key))
 		t.idle.touch(ks, lastTime)
 		for range d.Count(2) {
 			si := d.Int()

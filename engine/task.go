@@ -6,9 +6,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/vigil-cep/vigil/cep"
 	"github.com/vigil-cep/vigil/internal/jsonv"
+	"github.com/vigil-cep/vigil/internal/prefetch"
 	"github.com/vigil-cep/vigil/join"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/stream"
@@ -34,6 +36,7 @@ type Record struct {
 
 	// Set by Extractor.Extract, on the task or ahead of it on a decode stage.
 	Key       string
+	keyHash   uint64 // of Key, for the key table
 	Time      int64
 	ID        string
 	HasID     bool
@@ -88,7 +91,7 @@ type Task struct {
 	wms   *stream.Watermarks
 	wm    int64
 
-	keys      map[string]*keyState
+	keys      keyTable
 	seen      []*seenIDs // per stream; nil for streams without ids
 	windows   []*window.Operator
 	fire      []func(window.Result) // per window, built once
@@ -189,7 +192,7 @@ func (c *eventClock) Now() int64 { return c.now }
 // NewTask builds a task for rs; emit receives every output.
 func NewTask(rs *rules.Ruleset, emit func(Output), opts ...Option) (*Task, error) {
 	vt := &eventClock{now: stream.MinTime}
-	t := &Task{rs: rs, emit: emit, clock: vt, vt: vt, wm: stream.MinTime, keys: make(map[string]*keyState)}
+	t := &Task{rs: rs, emit: emit, clock: vt, vt: vt, wm: stream.MinTime}
 	for _, o := range opts {
 		o.apply(t)
 	}
@@ -245,7 +248,7 @@ func (t *Task) Stats() Stats {
 			s.PartialsDropped += pk.state.Dropped()
 		}
 	}
-	s.Keys = len(t.keys)
+	s.Keys = t.keys.len()
 	s.Watermark = t.wm
 	return s
 }
@@ -291,7 +294,7 @@ func (t *Task) Process(rec *Record) {
 		}
 	}
 
-	ks := t.keyState(rec.Key)
+	ks := t.keyState(rec.Key, rec.keyHash)
 	t.idle.touch(ks, ts)
 	t.keep(ks, st, ts, rec.row, rec.mark)
 	fields := rec.fields(t.rs)
@@ -413,15 +416,14 @@ const (
 	keyPatterns = 2
 )
 
-func (t *Task) keyState(key string) *keyState {
-	ks, ok := t.keys[key]
-	if !ok {
-		key = strings.Clone(key)
-		ks = &keyState{key: key, lastTime: stream.MinTime}
+func (t *Task) keyState(key string, h uint64) *keyState {
+	ks := t.keys.get(key, h)
+	if ks == nil {
+		ks = &keyState{key: strings.Clone(key), lastTime: stream.MinTime}
 		if n := len(t.rs.Streams); n > keyStreams {
 			ks.more = make([]history, n-keyStreams)
 		}
-		t.keys[key] = ks
+		t.keys.insert(ks, h)
 	}
 	return ks
 }
@@ -533,7 +535,7 @@ func (t *Task) sweep() {
 				t.stats.HistoryOverflow += int64(ks.hist(i).evict(horizon(t.wm, st.Retention), st.MaxHistory))
 			}
 		}
-		delete(t.keys, ks.key)
+		t.keys.delete(ks)
 	})
 }
 
@@ -597,4 +599,66 @@ func (t *Task) emitWindow(w int, r window.Result) {
 	b = strconv.AppendBool(appendField(b, "update"), r.Update)
 	t.buf = append(b, '}')
 	t.emit(Output{Kind: KindWindow, Key: r.Key, Value: t.buf})
+}
+
+// Lookahead: a task's loop starts loading the state of the records a few
+// places ahead of the one it processes, in steps, so that their cache misses
+// overlap with the work on the records before them instead of stalling it
+// one after the other (keyTable). Each step reads only what the step before
+// it has started to load.
+const (
+	aheadItem  = 12 // the record
+	aheadSlots = 8  // the key's slot in the key table, the id's in the ids table
+	aheadState = 4  // the key's state, from the slot
+	aheadParts = 2  // its history, window and pattern state, from the state
+)
+
+// lookahead starts loading what processing steps[k] will read, in the
+// stages of lookahead, when steps[i] is next.
+func (t *Task) lookahead(steps []step, i int) {
+	if k := i + aheadItem; k < len(steps) {
+		prefetch.Range(unsafe.Pointer(steps[k].it), unsafe.Sizeof(*steps[k].it))
+	}
+	if k := i + aheadSlots; k < len(steps) {
+		if rec := steps[k].record(); rec != nil {
+			t.keys.prefetchSlot(rec.keyHash)
+			if rec.HasID {
+				t.seen[rec.Stream].prefetchSlot(rec.ID)
+			}
+		}
+	}
+	if k := i + aheadState; k < len(steps) {
+		if rec := steps[k].record(); rec != nil {
+			if ks := t.keys.guess(rec.keyHash); ks != nil {
+				prefetch.Range(unsafe.Pointer(ks), unsafe.Sizeof(*ks))
+			}
+		}
+	}
+	if k := i + aheadParts; k < len(steps) {
+		if rec := steps[k].record(); rec != nil {
+			if ks := t.keys.guess(rec.keyHash); ks != nil {
+				t.prefetchParts(ks, t.rs.Streams[rec.Stream])
+				prefetch.Line(unsafe.Pointer(unsafe.StringData(ks.key)))
+			}
+		}
+	}
+}
+
+// prefetchParts starts loading what an event of st reads of ks's state.
+func (t *Task) prefetchParts(ks *keyState, st *rules.Stream) {
+	if st.Retention > 0 && st.Index < keyStreams {
+		if h := &ks.own[st.Index]; len(h.past) > 0 {
+			prefetch.Line(unsafe.Pointer(&h.past[len(h.past)-1]))
+		}
+	}
+	for _, w := range st.Windows {
+		if w < keyWindows {
+			ks.ownWins[w].Prefetch()
+		}
+	}
+	for _, p := range st.Patterns {
+		if p < keyPatterns && ks.ownPats[p] != nil {
+			prefetch.Line(unsafe.Pointer(ks.ownPats[p]))
+		}
+	}
 }

@@ -95,6 +95,15 @@ type step struct {
 	now int64
 }
 
+// record returns the step's record when it is one the task will look up:
+// extracted, with no error.
+func (st step) record() *Record {
+	if it := st.it; !it.control && it.rec.extracted && it.rec.Err == nil {
+		return &it.rec
+	}
+	return nil
+}
+
 // outputs buffers one task's outputs of a batch, in order, in chunks: a
 // chunk is never copied to grow (the end of input fires every window at
 // once, megabytes per task), and the chunks are reused batch after batch.
@@ -179,7 +188,8 @@ func (s *taskSet) partition(p int32) (*partTask, error) {
 func (pt *partTask) loop() {
 	for j := range pt.work {
 		pt.out = &j.out
-		for _, st := range j.steps {
+		for i, st := range j.steps {
+			pt.task.lookahead(j.steps, i)
 			pt.cur = st.idx
 			pt.task.vt.now = st.now
 			if st.it.control {

@@ -51,7 +51,7 @@ func (t *Task) decideDue(wm int64) {
 	for len(t.due) > 0 && t.due[0].time <= wm {
 		p := heap.Pop(&t.due).(*pendingDecision)
 		st := t.rs.Streams[p.stream]
-		ks := t.keyState(p.key)
+		ks := t.keyState(p.key, keyHash(p.key))
 		t.idle.touch(ks, p.time) // listed again, should a sweep have forgotten the key
 		var stored []byte
 		if b, ok := t.recalled(st, p.id, st.HasID); ok {

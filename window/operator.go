@@ -7,6 +7,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unsafe"
+
+	"github.com/vigil-cep/vigil/internal/prefetch"
 )
 
 // Result is one firing of one window of one key.
@@ -506,5 +509,13 @@ func (w *window) merge(kinds []AggKind, x *window) {
 	w.fired = w.fired || x.fired
 	for i := range w.accs {
 		w.accs[i].merge(kinds[i], &x.accs[i])
+	}
+}
+
+// Prefetch starts loading the state AddKey will read through k: the key's
+// state and, when they were allocated together (keyBlock), its first window.
+func (k Key) Prefetch() {
+	if k.ks != nil {
+		prefetch.Range(unsafe.Pointer(k.ks), unsafe.Sizeof(keyBlock{}))
 	}
 }
