@@ -644,11 +644,18 @@ func (t *Task) lookahead(steps []step, i int) {
 	}
 }
 
+// maxPrefetchPast is how many of a history's latest events prefetchParts
+// loads.
+const maxPrefetchPast = 16
+
 // prefetchParts starts loading what an event of st reads of ks's state.
 func (t *Task) prefetchParts(ks *keyState, st *rules.Stream) {
 	if st.Retention > 0 && st.Index < keyStreams {
 		if h := &ks.own[st.Index]; len(h.past) > 0 {
-			prefetch.Line(unsafe.Pointer(&h.past[len(h.past)-1]))
+			// All of it, up to a point: eviction searches it, and
+			// history() reads its tail.
+			n := min(len(h.past), maxPrefetchPast)
+			prefetch.Range(unsafe.Pointer(&h.past[len(h.past)-n]), uintptr(n)*unsafe.Sizeof(h.past[0]))
 		}
 	}
 	for _, w := range st.Windows {
