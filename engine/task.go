@@ -613,35 +613,62 @@ const (
 	aheadParts = 2  // its history, window and pattern state, from the state
 )
 
-// lookahead starts loading what processing steps[k] will read, in the
-// stages of lookahead, when steps[i] is next.
-func (t *Task) lookahead(steps []step, i int) {
-	if k := i + aheadItem; k < len(steps) {
-		prefetch.Range(unsafe.Pointer(steps[k].it), unsafe.Sizeof(*steps[k].it))
+// Lookahead starts loading what processing recs[k] will read for k a few
+// places after i, in the stages of lookahead. A loop that calls it before
+// each Process(&recs[i]) runs faster on a large key set; it helps only
+// records extracted already (Extract), and changes nothing else.
+func (t *Task) Lookahead(recs []Record, i int) {
+	t.lookahead(func(k int) *Record { return &recs[k] }, len(recs), i)
+}
+
+// Extract does what Process would do first with rec, ahead of it (see
+// Lookahead). It changes no state of the task.
+func (t *Task) Extract(rec *Record) {
+	if !rec.extracted {
+		t.dec.Extract(rec)
 	}
-	if k := i + aheadSlots; k < len(steps) {
-		if rec := steps[k].record(); rec != nil {
+}
+
+// lookahead is Lookahead over any n records: at(k) is the k-th, or nil
+// when it is not a record.
+func (t *Task) lookahead(at func(int) *Record, n, i int) {
+	if k := i + aheadItem; k < n {
+		if rec := at(k); rec != nil {
+			prefetch.Range(unsafe.Pointer(rec), unsafe.Sizeof(*rec))
+		}
+	}
+	if k := i + aheadSlots; k < n {
+		if rec := lookable(at(k)); rec != nil {
 			t.keys.prefetchSlot(rec.keyHash)
 			if rec.HasID {
 				t.seen[rec.Stream].prefetchSlot(rec.ID)
 			}
 		}
 	}
-	if k := i + aheadState; k < len(steps) {
-		if rec := steps[k].record(); rec != nil {
+	if k := i + aheadState; k < n {
+		if rec := lookable(at(k)); rec != nil {
 			if ks := t.keys.guess(rec.keyHash); ks != nil {
 				prefetch.Range(unsafe.Pointer(ks), unsafe.Sizeof(*ks))
 			}
 		}
 	}
-	if k := i + aheadParts; k < len(steps) {
-		if rec := steps[k].record(); rec != nil {
+	if k := i + aheadParts; k < n {
+		if rec := lookable(at(k)); rec != nil {
 			if ks := t.keys.guess(rec.keyHash); ks != nil {
 				t.prefetchParts(ks, t.rs.Streams[rec.Stream])
 				prefetch.Line(unsafe.Pointer(unsafe.StringData(ks.key)))
 			}
 		}
 	}
+}
+
+// lookable returns rec when the lookahead can look its state up: it has
+// been extracted, with no error.
+func lookable(rec *Record) *Record {
+	if rec != nil && rec.extracted && rec.Err == nil {
+		return rec
+	}
+	return nil
 }
 
 // maxPrefetchPast is how many of a history's latest events prefetchParts

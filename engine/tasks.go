@@ -95,15 +95,6 @@ type step struct {
 	now int64
 }
 
-// record returns the step's record when it is one the task will look up:
-// extracted, with no error.
-func (st step) record() *Record {
-	if it := st.it; !it.control && it.rec.extracted && it.rec.Err == nil {
-		return &it.rec
-	}
-	return nil
-}
-
 // outputs buffers one task's outputs of a batch, in order, in chunks: a
 // chunk is never copied to grow (the end of input fires every window at
 // once, megabytes per task), and the chunks are reused batch after batch.
@@ -188,8 +179,14 @@ func (s *taskSet) partition(p int32) (*partTask, error) {
 func (pt *partTask) loop() {
 	for j := range pt.work {
 		pt.out = &j.out
+		at := func(k int) *Record {
+			if it := j.steps[k].it; !it.control {
+				return &it.rec
+			}
+			return nil
+		}
 		for i, st := range j.steps {
-			pt.task.lookahead(j.steps, i)
+			pt.task.lookahead(at, len(j.steps), i)
 			pt.cur = st.idx
 			pt.task.vt.now = st.now
 			if st.it.control {

@@ -304,7 +304,11 @@ func (t *task) process(b *batch) {
 		}
 	}
 	for i := range recs {
+		t.eng.Extract(&recs[i]) // all first, for Lookahead
+	}
+	for i := range recs {
 		t.arrived = time.UnixMilli(recs[i].Timestamp)
+		t.eng.Lookahead(recs, i)
 		t.eng.Process(&recs[i])
 		t.next[b.topic] = recs[i].Offset + 1
 	}
