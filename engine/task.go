@@ -629,13 +629,12 @@ func (t *Task) Extract(rec *Record) {
 	}
 }
 
-// lookahead is Lookahead over any n records: at(k) is the k-th, or nil
-// when it is not a record.
+// lookahead is Lookahead over any n records: at(k) is the k-th. at must
+// not read the record (that would stall on it); records not extracted are
+// skipped.
 func (t *Task) lookahead(at func(int) *Record, n, i int) {
 	if k := i + aheadItem; k < n {
-		if rec := at(k); rec != nil {
-			prefetch.Range(unsafe.Pointer(rec), unsafe.Sizeof(*rec))
-		}
+		prefetch.Range(unsafe.Pointer(at(k)), unsafe.Sizeof(Record{}))
 	}
 	if k := i + aheadSlots; k < n {
 		if rec := lookable(at(k)); rec != nil {
@@ -665,7 +664,7 @@ func (t *Task) lookahead(at func(int) *Record, n, i int) {
 // lookable returns rec when the lookahead can look its state up: it has
 // been extracted, with no error.
 func lookable(rec *Record) *Record {
-	if rec != nil && rec.extracted && rec.Err == nil {
+	if rec.extracted && rec.Err == nil {
 		return rec
 	}
 	return nil

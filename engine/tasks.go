@@ -179,12 +179,9 @@ func (s *taskSet) partition(p int32) (*partTask, error) {
 func (pt *partTask) loop() {
 	for j := range pt.work {
 		pt.out = &j.out
-		at := func(k int) *Record {
-			if it := j.steps[k].it; !it.control {
-				return &it.rec
-			}
-			return nil
-		}
+		// A control item's record is never extracted, so the lookahead
+		// skips it without reading the item first.
+		at := func(k int) *Record { return &j.steps[k].it.rec }
 		for i, st := range j.steps {
 			pt.task.lookahead(at, len(j.steps), i)
 			pt.cur = st.idx
