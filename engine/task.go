@@ -639,6 +639,9 @@ func (t *Task) lookahead(at func(int) *Record, n, i int) {
 	if k := i + aheadSlots; k < n {
 		if rec := lookable(at(k)); rec != nil {
 			t.keys.prefetchSlot(rec.keyHash)
+			if len(rec.slots) > 0 {
+				prefetch.Range(unsafe.Pointer(&rec.slots[0]), uintptr(len(rec.slots))*unsafe.Sizeof(rec.slots[0]))
+			}
 			if rec.HasID {
 				t.seen[rec.Stream].prefetchSlot(rec.ID)
 			}
