@@ -20,6 +20,9 @@ type Extractor struct {
 	// HistoryFields is among its DecodeFields; nil for other streams.
 	histAt [][]int
 	slab   []any // where newSlots takes slots from
+	// chunks, while the Extractor decodes a replay batch, collects the
+	// batch's full slot chunks, for the batch to recycle (batch.release).
+	chunks *[][]any
 }
 
 // NewExtractor returns an Extractor for rs.
@@ -48,15 +51,21 @@ func NewExtractor(rs *rules.Ruleset) (*Extractor, error) {
 func (x *Extractor) slotted(s int) bool { return x.histAt[s] != nil }
 
 // slotChunk is how many slots newSlots allocates at a time.
-const slotChunk = 4096
+const slotChunk = 16 << 10
 
 // newSlots returns n slots, each rules.Absent, for one event. They come
 // from a chunk shared with the events decoded before and after it, which
 // lives as long as any of them: an event's slots are read while the task
-// processes it, and not kept.
+// processes it, and not kept. (A replay batch recycles its chunks once
+// run: see batch.release.)
 func (x *Extractor) newSlots(n int) []any {
 	if len(x.slab)+n > cap(x.slab) {
-		x.slab = make([]any, 0, max(slotChunk, n))
+		if x.chunks != nil {
+			*x.chunks = append(*x.chunks, x.slab)
+			x.slab = getSlotChunk(n)
+		} else {
+			x.slab = make([]any, 0, max(slotChunk, n))
+		}
 	}
 	s := x.slab[len(x.slab) : len(x.slab)+n : len(x.slab)+n]
 	x.slab = x.slab[:len(x.slab)+n]

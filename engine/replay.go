@@ -190,6 +190,7 @@ type batch struct {
 	firstLine int64
 	oversized map[int]int // line index -> original length, for lines cut at the cap
 	items     []item
+	slots     [][]any // the chunks its records' slots are in (Extractor.newSlots)
 	done      chan struct{}
 }
 
@@ -359,6 +360,11 @@ func (b *batch) lines() iter.Seq2[int, string] {
 // touches nothing but the batch.
 func (b *batch) decode(names map[string]int, only [][]string, maxRecord int, x *Extractor) {
 	b.items = getItems(len(b.ends))
+	x.slab, x.chunks = getSlotChunk(0), &b.slots
+	defer func() {
+		b.slots = append(b.slots, x.slab)
+		x.slab, x.chunks = nil, nil
+	}()
 	for i, text := range b.lines() {
 		lineNo := b.firstLine + int64(i)
 		if n, ok := b.oversized[i]; ok {
@@ -400,6 +406,24 @@ func (b *batch) release() {
 	items = items[:0]
 	b.items = nil
 	itemsPool.Put(&items)
+	for _, c := range b.slots {
+		clear(c) // no pointers into the batch's values
+		c = c[:0]
+		slotPool.Put(&c)
+	}
+	b.slots = nil
+}
+
+// slotPool recycles the slot chunks of batches that have been run, as
+// itemsPool their items: fresh, they were a tenth of replay's allocations.
+var slotPool sync.Pool // of *[]any, empty, cleared
+
+// getSlotChunk returns an empty slot chunk with room for n slots at least.
+func getSlotChunk(n int) []any {
+	if p, ok := slotPool.Get().(*[]any); ok && cap(*p) >= n {
+		return *p
+	}
+	return make([]any, 0, max(slotChunk, n))
 }
 
 func isBlank(s string) bool {
