@@ -108,12 +108,18 @@ func (kt *keyTable) grow() {
 	}
 }
 
-// delete removes ks, which is in the table. The slots after it in its run
+// delete removes ks, if it is in the table. The slots after it in its run
 // move back where their probes still find them.
 func (kt *keyTable) delete(ks *keyState) {
+	if len(kt.slots) == 0 {
+		return
+	}
 	mask := len(kt.slots) - 1
 	i := int(keyHash(ks.key)) & mask
 	for kt.slots[i].ks != ks {
+		if kt.slots[i].ks == nil {
+			return // not in the table
+		}
 		i = (i + 1) & mask
 	}
 	for j := i; ; {

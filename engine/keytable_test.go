@@ -13,6 +13,7 @@ func TestKeyTableModel(t *testing.T) {
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		var kt keyTable
+		kt.delete(&keyState{key: "none"}) // from an empty table: a no-op
 		model := map[string]*keyState{}
 		nkeys := 10 + rng.IntN(300)
 		for op := range 5000 {
@@ -30,6 +31,7 @@ func TestKeyTableModel(t *testing.T) {
 			case rng.IntN(2) == 0:
 				kt.delete(got)
 				delete(model, key)
+				kt.delete(got) // again: not in the table, a no-op
 			}
 			if kt.len() != len(model) {
 				t.Fatalf("seed %d op %d: len %d, want %d", seed, op, kt.len(), len(model))
