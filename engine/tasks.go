@@ -179,8 +179,8 @@ func (s *taskSet) partition(p int32) (*partTask, error) {
 func (pt *partTask) loop() {
 	for j := range pt.work {
 		pt.out = &j.out
-		// A control item's record is never extracted, so the lookahead
-		// skips it without reading the item first.
+		// A control item's record is never extracted: the lookahead
+		// skips it, and at needs no test for it.
 		at := func(k int) *Record { return &j.steps[k].it.rec }
 		for i, st := range j.steps {
 			pt.task.lookahead(at, len(j.steps), i)
