@@ -77,3 +77,17 @@ func BenchmarkAppend(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeSlots decodes the fields a ruleset reads of a typical
+// record into slots, as replay does for a stream with DecodeFields.
+func BenchmarkDecodeSlots(b *testing.B) {
+	names := []string{"user_id", "ts", "tx_id", "amount", "ip", "currency"}
+	slots := make([]any, len(names))
+	b.ReportAllocs()
+	b.SetBytes(int64(len(typicalRecord)))
+	for b.Loop() {
+		if _, _, _, err := DecodePrefixSlots(typicalRecord, names, slots); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -120,6 +120,7 @@ type objMember struct {
 	v    any
 	kind memberKind
 	idx  int
+	slot int // in the top-level object of DecodePrefixSlots: the index of k in only
 }
 
 type memberKind uint8
@@ -401,8 +402,12 @@ func (d *decoder) object(i int) (any, int, error) {
 		if i < len(s) {
 			c = s[i]
 		}
+		slot := -1
+		if d.depth == 1 && d.only != nil {
+			slot = slices.Index(d.only, k)
+		}
 		switch {
-		case d.depth == 1 && d.only != nil && !slices.Contains(d.only, k):
+		case d.depth == 1 && d.only != nil && slot < 0:
 			if j, err = skipValue(s, i, d.depth); err != nil {
 				return nil, 0, err
 			}
@@ -412,7 +417,7 @@ func (d *decoder) object(i int) (any, int, error) {
 			if err != nil {
 				return nil, 0, err
 			}
-			d.kvs = append(d.kvs, objMember{k: k, kind: memberStr, idx: len(d.strs)})
+			d.kvs = append(d.kvs, objMember{k: k, kind: memberStr, idx: len(d.strs), slot: slot})
 			d.strs = append(d.strs, str)
 		case c == '-' || '0' <= c && c <= '9':
 			var f float64
@@ -420,7 +425,7 @@ func (d *decoder) object(i int) (any, int, error) {
 			if err != nil {
 				return nil, 0, err
 			}
-			d.kvs = append(d.kvs, objMember{k: k, kind: memberNum, idx: len(d.nums)})
+			d.kvs = append(d.kvs, objMember{k: k, kind: memberNum, idx: len(d.nums), slot: slot})
 			d.nums = append(d.nums, f)
 		default:
 			var v any
@@ -428,7 +433,7 @@ func (d *decoder) object(i int) (any, int, error) {
 			if err != nil {
 				return nil, 0, err
 			}
-			d.kvs = append(d.kvs, objMember{k: k, v: v})
+			d.kvs = append(d.kvs, objMember{k: k, v: v, slot: slot})
 		}
 		if i = skipSpace(s, j); i < len(s) && s[i] == ',' {
 			i = skipSpace(s, i+1)
@@ -507,7 +512,7 @@ func (d *decoder) fillSlots(members []objMember, strs []string, nums []float64, 
 		if own {
 			v = rebox(v)
 		}
-		d.slots[slices.Index(d.only, e.k)] = v
+		d.slots[e.slot] = v
 	}
 }
 
