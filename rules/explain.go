@@ -4,7 +4,6 @@ import (
 	"reflect"
 
 	"github.com/expr-lang/expr/ast"
-	"github.com/expr-lang/expr/parser"
 )
 
 // The features of a rule are what its condition compares: each operand of a
@@ -20,7 +19,7 @@ const maxFeatures = 16
 
 // features returns the feature sources of a rule's condition.
 func ruleFeatures(when *exprSource) []*exprSource {
-	tree, err := parser.Parse(when.src)
+	tree, err := parseGuarded(when.src)
 	if err != nil {
 		return nil
 	}

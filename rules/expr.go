@@ -180,13 +180,28 @@ func (c *compiler) precheck(s *exprSource) error {
 	if off, depth := nestingDepth(s.src); depth > MaxExprDepth {
 		return c.at(s, off, fmt.Errorf("expression nests brackets more than %d deep", MaxExprDepth))
 	}
-	tree, err := parser.Parse(s.src)
+	tree, err := parseGuarded(s.src) // checked above, with positions
 	if err != nil {
 		return c.exprError(s, err)
 	}
 	w := costWalker{c: c, s: s, histVars: map[string]bool{}}
 	w.walk(tree.Node, 0)
 	return w.err
+}
+
+// parseGuarded is parser.Parse behind the defences of precheck that must
+// run before it: expr's parser recurses once per bracket, so a megabyte of
+// them would overflow the stack. Every parse of a document's expression
+// goes through it, the ones that re-read an expression for its fields
+// too: those also run on expressions that failed their checks.
+func parseGuarded(src string) (*parser.Tree, error) {
+	if len(src) > MaxExprBytes {
+		return nil, fmt.Errorf("expression is %d bytes, more than the limit of %d", len(src), MaxExprBytes)
+	}
+	if _, depth := nestingDepth(src); depth > MaxExprDepth {
+		return nil, fmt.Errorf("expression nests brackets more than %d deep", MaxExprDepth)
+	}
+	return parser.Parse(src)
 }
 
 // nestingDepth returns the deepest bracket nesting of src outside string
@@ -411,7 +426,7 @@ func fetchField(args ...any) (any, error) {
 // function and variable names. env is true when it names $env, or cannot be
 // parsed: then any field may be read.
 func identifiersRead(src string) (names []string, env bool) {
-	tree, err := parser.Parse(src)
+	tree, err := parseGuarded(src)
 	if err != nil {
 		return nil, true
 	}
@@ -438,7 +453,7 @@ func (v *identifierVisitor) Visit(n *ast.Node) {
 // name, a bare # (the element itself), or a builtin that enumerates or
 // serialises a value.
 func fieldsRead(s *exprSource) (names []string, whole bool) {
-	tree, err := parser.Parse(s.src)
+	tree, err := parseGuarded(s.src)
 	if err != nil {
 		return nil, true
 	}

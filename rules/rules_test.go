@@ -149,10 +149,14 @@ func TestHostileExpressions(t *testing.T) {
 }
 
 // TestMegabyteOfParentheses is Must show 5: a document of 1 MB of nested
-// parentheses is refused quickly.
+// parentheses is refused quickly. The rule's case reaches the passes that
+// read an expression again for its fields (deriveRetention), which parsed
+// it unguarded and overflowed the stack.
 func TestMegabyteOfParentheses(t *testing.T) {
 	for _, doc := range []string{
 		"streams:\n  tx: {key: '" + strings.Repeat("(", 1<<20) + "'}\n",
+		"streams:\n  tx: {topic: tx, key: user_id, time: ts, decide: true}\nrules:\n  r:\n    stream: tx\n    action: block\n    when: '" +
+			strings.Repeat("(", 1<<20) + "'\n",
 		strings.Repeat("[", 1<<20),
 		strings.Repeat("{a: ", 1<<18),
 	} {
