@@ -2,6 +2,7 @@ package cep
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,9 +23,11 @@ import (
 //	----
 //	<name>: match|timeout ... for each output, sorted per event
 //
-//	advance <t>
+//	advance <t>|max
 //	----
 //	@<t>: match|timeout ...
+//
+// advance max moves time to math.MaxInt64, the end of a bounded input.
 //
 //	state
 //	----
@@ -86,15 +89,19 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		if len(td.CmdArgs) != 1 {
 			td.Fatalf(t, "advance needs a time")
 		}
-		at, err := strconv.ParseInt(td.CmdArgs[0].Key, 10, 64)
-		if err != nil {
-			td.Fatalf(t, "advance: %v", err)
+		arg := td.CmdArgs[0].Key
+		at := int64(math.MaxInt64)
+		if arg != "max" {
+			var err error
+			if at, err = strconv.ParseInt(arg, 10, 64); err != nil {
+				td.Fatalf(t, "advance: %v", err)
+			}
 		}
 		var lines []string
 		h.state.Advance(at, h.onMatch(&lines), h.onTimeout(&lines))
 		slices.Sort(lines)
 		for i := range lines {
-			lines[i] = fmt.Sprintf("@%d: %s", at, lines[i])
+			lines[i] = fmt.Sprintf("@%s: %s", arg, lines[i])
 		}
 		return result(lines)
 	case "state":

@@ -78,7 +78,8 @@
 //   - Len (open partial matches plus matches held back by a skip strategy)
 //     is at most MaxPartials;
 //   - a match is held back only under a skip strategy other than NoSkip, and
-//     only while a partial match that started before it is open.
+//     only while a partial match that started before it is open;
+//   - after Advance(math.MaxInt64), Empty reports true.
 //
 // # Ownership
 //
@@ -92,6 +93,9 @@
 // callback that receives it.
 //
 // There is no clock: time moves only with the events' times and Advance,
-// which the caller calls when the watermark passes. A State whose Empty
-// reports true holds nothing and can be deleted.
+// which the caller calls when the watermark passes. Advance to math.MaxInt64
+// is the end of a bounded input: no partial match can continue, so each one
+// ends (as its Within passing would end it, or silently without Within) and
+// the matches a skip strategy held back behind them are emitted. A State
+// whose Empty reports true holds nothing and can be deleted.
 package cep

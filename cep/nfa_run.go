@@ -136,7 +136,21 @@ func (s *State) Process(ev *Event, match func(Match), timeout func(Timeout)) {
 // called). Matches come before timeouts; each group is sorted as in Process.
 // A partial match waiting in two NFA states at once (for example, in a loop
 // and for the step after it) times out once. Either callback may be nil.
+//
+// Advance(math.MaxInt64) is the end of a bounded input (DESIGN §4
+// "Watermarks"): no event can follow, so no partial match can continue, and
+// every one ends as if its Within had passed: a trailing NotFollowedBy
+// completes as a match, the others time out; without Within they end without
+// a word, as a partial match that never completes does. The matches a skip
+// strategy held back behind them are then emitted, pruned by one another as
+// the strategy says: for b+ c under SkipToFirst(b) over b1 b2 b3 c, with the
+// loops still open after c, that is b1 b2 b3 c, b2 b3 c and b3 c, FlinkCEP's
+// documented result. The State is then Empty.
 func (s *State) Advance(t int64, match func(Match), timeout func(Timeout)) {
+	if t == math.MaxInt64 {
+		s.expire(len(s.runs), match, timeout)
+		return
+	}
 	s.advance(t, match, timeout)
 }
 
@@ -288,11 +302,20 @@ func (s *State) advance(t int64, match func(Match), timeout func(Timeout)) {
 	for k < len(s.runs) && expired(s.runs[k].start, t, w) {
 		k++
 	}
+	s.expire(k, match, timeout)
+}
+
+// expire ends the first k partial matches, as their Within passing does, and
+// emits what that completes or lets out. Without Within (the end of a bounded
+// input) they end and report nothing.
+func (s *State) expire(k int, match func(Match), timeout func(Timeout)) {
 	if k == 0 {
 		return
 	}
+	w := s.nfa.within
 	for _, r := range s.runs[:k] {
 		switch {
+		case w <= 0:
 		case s.nfa.states[r.state].kind == kindPending:
 			s.done = append(s.done, completed{
 				start: r.start, startSeq: r.startSeq,
