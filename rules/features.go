@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"unsafe"
 
@@ -374,37 +375,99 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 			past := ctx.History(args[0].(int), int64(args[1].(int)))
 			field, inline := args[2].(string), args[3].(bool)
 			fr := stream.NewFieldReader(field) // the rows share their names: find field once
-			var seen [16]distinctValue
-			distinct := seen[:0]
-		next:
+			var d distinctSet
 			for i := range past {
-				var d distinctValue
+				var v distinctValue
 				if inline {
-					d.s, d.isStr = past[i].Mark.Inline.view()
+					v.s, v.isStr = past[i].Mark.Inline.view()
 				}
-				if !d.isStr {
+				if !v.isStr {
 					r := past[i].Value
 					if row, ok := r.(*stream.Row); ok {
-						d.v, _ = fr.Get(row)
+						v.v, _ = fr.Get(row)
 					} else {
-						d.v = fieldOf(r, field)
+						v.v = fieldOf(r, field)
 					}
-					d.s, d.isStr = d.v.(string)
+					v.s, v.isStr = v.v.(string)
 				}
-				for _, e := range distinct {
-					if e.isStr || d.isStr {
-						if e.isStr && d.isStr && e.s == d.s { // what runtime.Equal decides for two strings, without its type switch
-							continue next
-						}
-					} else if runtime.Equal(d.v, e.v) {
-						continue next
-					}
-				}
-				distinct = append(distinct, d)
+				d.add(v)
 			}
-			return len(distinct), nil
+			return d.len(), nil
 		},
 	}
+}
+
+// distinctSet counts distinct values as expr's uniq() would (runtime.Equal),
+// in time linear in the values: the first few are compared in an array, and
+// beyond that strings and numbers are hashed, so that a history of distinct
+// values costs what the cost bound assumes (cost.go), not its square. Lists
+// and objects, rare as a distinct field, stay in the array.
+type distinctSet struct {
+	seen  [16]distinctValue
+	list  []distinctValue
+	strs  map[string]struct{}
+	nums  map[float64]struct{}
+	count int
+}
+
+func (d *distinctSet) add(v distinctValue) {
+	if d.list == nil {
+		d.list = d.seen[:0]
+	}
+	if d.strs != nil {
+		if n, ok := hashable(v); ok {
+			if _, dup := d.nums[n]; !dup {
+				d.nums[n] = struct{}{}
+				d.count++
+			}
+			return
+		}
+		if v.isStr {
+			if _, dup := d.strs[v.s]; !dup {
+				d.strs[v.s] = struct{}{}
+				d.count++
+			}
+			return
+		}
+	}
+	for _, e := range d.list {
+		if e.isStr || v.isStr {
+			if e.isStr && v.isStr && e.s == v.s { // what runtime.Equal decides for two strings, without its type switch
+				return
+			}
+		} else if runtime.Equal(v.v, e.v) {
+			return
+		}
+	}
+	d.list = append(d.list, v)
+	d.count++
+	if d.strs == nil && len(d.list) == len(d.seen) {
+		d.strs, d.nums = map[string]struct{}{}, map[float64]struct{}{}
+		kept := d.list[:0]
+		for _, e := range d.list {
+			if n, ok := hashable(e); ok {
+				d.nums[n] = struct{}{}
+			} else if e.isStr {
+				d.strs[e.s] = struct{}{}
+			} else {
+				kept = append(kept, e)
+			}
+		}
+		d.list = kept
+	}
+}
+
+func (d *distinctSet) len() int { return d.count }
+
+// hashable returns a non-string value's number as runtime.Equal compares
+// numbers (by value, whatever their Go type); NaN equals nothing, itself
+// included, so it stays in the list.
+func hashable(v distinctValue) (float64, bool) {
+	if v.isStr {
+		return 0, false
+	}
+	f, _, ok := number(v.v)
+	return f, ok && !math.IsNaN(f)
 }
 
 // distinctValue is one value of a distinct count: a string (from a Mark or a
