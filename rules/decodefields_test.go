@@ -28,7 +28,7 @@ func TestDecodeFields(t *testing.T) {
 			[]string{"amount", "ok", "ts", "u"}},
 		{"$env reads anything", "streams:\n  tx: {key: u, time: ts, id: id, decide: true}\nrules:\n  r: {stream: tx, action: block, when: '$env[\"am\" + \"ount\"] > 1'}\n",
 			nil},
-		{"history kept whole", "streams:\n  tx: {key: u, time: ts, id: id, decide: true}\nrules:\n  r: {stream: tx, action: block, when: 'len(toJSON(history(\"tx\", \"1m\"))) > 1'}\n",
+		{"history kept whole", "streams:\n  tx: {key: u, time: ts, id: id, decide: true}\nrules:\n  r: {stream: tx, action: block, when: 'len(history(\"tx\", \"1m\")[0]) > 1'}\n",
 			nil},
 		{"decide: watermark keeps events waiting", "streams:\n  tx: {key: u, time: ts, id: id, decide: watermark}\n",
 			nil},

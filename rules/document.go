@@ -22,6 +22,7 @@ type Document struct {
 	Patterns    map[string]*PatternSpec    `yaml:"patterns" json:"patterns,omitempty"`
 	Joins       map[string]*JoinSpec       `yaml:"joins" json:"joins,omitempty"`
 	Enrichments map[string]*EnrichmentSpec `yaml:"enrichments" json:"enrichments,omitempty"`
+	Limits      *LimitsSpec                `yaml:"limits" json:"limits,omitempty"`
 
 	pos   map[string]Pos // dotted path -> position of its value
 	lines []string       // source lines, for snippets
@@ -40,6 +41,15 @@ type StreamSpec struct {
 	MaxHistory    int               `yaml:"max_history" json:"max_history,omitempty"`
 	MaxFutureSkew *Duration         `yaml:"max_future_skew" json:"max_future_skew,omitempty"`
 	Fields        map[string]string `yaml:"fields" json:"fields,omitempty"`
+	MaxFieldBytes int               `yaml:"max_field_bytes" json:"max_field_bytes,omitempty"`
+}
+
+// LimitsSpec sets the ruleset's bounds on what its expressions may cost.
+type LimitsSpec struct {
+	// Cost is the worst-case cost one evaluation of one expression may have,
+	// in units of about 10 ns (cost.go): DefaultCostBudget when unset, at
+	// most MaxCostBudget.
+	Cost int `yaml:"cost" json:"cost,omitempty"`
 }
 
 // WatermarkSpec is a stream's watermark strategy.

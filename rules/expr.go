@@ -84,6 +84,8 @@ type exprSource struct {
 	// field is set when the expression is a bare field name: the task reads the
 	// map directly instead of running the VM.
 	field string
+	// matchItems bounds the events match.<step> holds (step conditions).
+	matchItems float64
 }
 
 // compiler compiles expressions for one ruleset.
@@ -164,6 +166,11 @@ func (c *compiler) compile(s *exprSource, ctx *Context) (*vm.Program, []historyR
 	prog, err := expr.Compile(s.src, c.options(s, ctx, &refs)...)
 	if err != nil {
 		return nil, nil, c.exprError(s, err)
+	}
+	if c.registering { // binding a loaded ruleset would find the same cost
+		if err := c.checkCost(s, prog.Node()); err != nil {
+			return nil, nil, err
+		}
 	}
 	return prog, refs, nil
 }

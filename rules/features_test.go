@@ -10,7 +10,7 @@ import (
 )
 
 func TestFeatureRewrite(t *testing.T) {
-	const head = "streams:\n  tx: {key: u, time: ts, id: id, decide: true}\nrules:\n  r: {stream: tx, action: block, when: '%s'}\n"
+	const head = "streams:\n  tx: {key: u, time: ts, id: id, decide: true, max_history: 20}\nrules:\n  r: {stream: tx, action: block, when: '%s'}\n"
 	tests := []struct {
 		when      string
 		rewritten bool
@@ -69,7 +69,7 @@ func TestFeatureRewriteDifferential(t *testing.T) {
 	for i := range iterations {
 		shape := shapes[rng.IntN(len(shapes))]
 		when := fmt.Sprintf(shape, preds[rng.IntN(len(preds))], ops[rng.IntN(len(ops))], rng.IntN(4), []string{"a", "s"}[rng.IntN(2)])
-		doc := fmt.Sprintf("streams:\n  tx: {key: u, time: ts, id: id, decide: true}\nrules:\n  r: {stream: tx, action: block, when: '%s'}\n", when)
+		doc := fmt.Sprintf("streams:\n  tx: {key: u, time: ts, id: id, decide: true, max_history: 20}\nrules:\n  r: {stream: tx, action: block, when: '%s'}\n", when)
 		fast, err := Load([]byte(doc))
 		if err != nil {
 			t.Fatalf("%s: %v", when, err)

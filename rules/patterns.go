@@ -37,6 +37,24 @@ type Pattern struct {
 
 	spec         cep.Pattern // conditions are bound per task
 	where, until []*exprSource
+	// matchItems bounds the events of one step's match.<step> list, for the
+	// cost bound of step conditions: the largest bounded quantifier, or the
+	// stream's max_history when a step loops without a bound.
+	matchItems float64
+}
+
+// matchBound is Pattern.matchItems for steps over a stream keeping maxHistory events.
+func matchBound(steps []StepSpec, maxHistory int) float64 {
+	most := 1
+	for _, st := range steps {
+		switch {
+		case st.OneOrMore || st.TimesOrMore != 0:
+			return float64(maxHistory)
+		case st.Times.Max > most:
+			most = st.Times.Max
+		}
+	}
+	return float64(most)
 }
 
 // noPattern is Stream.Pattern for an input stream.
@@ -108,6 +126,7 @@ func (c *compiler) compilePatterns(fail func(string, error)) {
 			skip = cep.NoSkip
 		}
 		p.spec.Skip = cep.Skip{Kind: skip, Step: spec.AfterMatch.Step}
+		p.matchItems = matchBound(spec.Steps, rs.Streams[idx].MaxHistory)
 		valid := true
 		for i, st := range spec.Steps {
 			spath := fmt.Sprintf("%s.steps[%d]", path, i)
@@ -174,14 +193,14 @@ func (c *compiler) compileStep(p *Pattern, st StepSpec, path string, streamIdx i
 	if st.Where == "" {
 		return step, errors.New("where is required: the condition an event must meet to be taken by the step")
 	}
-	where := &exprSource{src: string(st.Where), path: path + ".where", scope: scopeStep, stream: streamIdx, kind: reflect.Bool}
+	where := &exprSource{src: string(st.Where), path: path + ".where", scope: scopeStep, stream: streamIdx, kind: reflect.Bool, matchItems: p.matchItems}
 	if _, _, err := c.compile(where, &Context{}); err != nil {
 		return step, err
 	}
 	p.where = append(p.where, where)
 	var until *exprSource
 	if st.Until != "" {
-		until = &exprSource{src: string(st.Until), path: path + ".until", scope: scopeStep, stream: streamIdx, kind: reflect.Bool}
+		until = &exprSource{src: string(st.Until), path: path + ".until", scope: scopeStep, stream: streamIdx, kind: reflect.Bool, matchItems: p.matchItems}
 		if _, _, err := c.compile(until, &Context{}); err != nil {
 			return step, err
 		}

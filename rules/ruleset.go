@@ -41,6 +41,7 @@ type Ruleset struct {
 	derivedOrder []string // pattern names, in the order of their derived streams
 	joinOrder    []string // join names, likewise
 	noFeatures   bool
+	maxRecord    float64 // the record limit the cost bound assumes (cost.go)
 }
 
 // Stream is a compiled stream declaration.
@@ -66,6 +67,10 @@ type Stream struct {
 	// are kept whole in history, or an expression names $env.
 	DecodeFields  []string
 	MaxFutureSkew int64 // zero: no check
+	// MaxFieldBytes bounds each field an expression reads (a string's bytes,
+	// or a list's or object's JSON text): the cost bound assumes it, and a
+	// longer field sends its event to the DLQ.
+	MaxFieldBytes int
 	HasID         bool
 	Windows       []int // indices of the windows over this stream
 	Rules         []int // indices of the active and shadow rules over this stream
@@ -177,7 +182,7 @@ func Load(src []byte, opts ...LoadOption) (*Ruleset, error) {
 
 // Compile validates doc and compiles every expression in it.
 func Compile(doc *Document, opts ...LoadOption) (*Ruleset, error) {
-	c := &compiler{rs: &Ruleset{Doc: doc, streamIndex: map[string]int{}}, doc: doc, registering: true}
+	c := &compiler{rs: &Ruleset{Doc: doc, streamIndex: map[string]int{}, maxRecord: DefaultMaxRecordBytes}, doc: doc, registering: true}
 	for _, o := range opts {
 		o.apply(c)
 	}
@@ -195,6 +200,7 @@ func Compile(doc *Document, opts ...LoadOption) (*Ruleset, error) {
 	if len(doc.Streams) == 0 {
 		fail("streams", errors.New("a ruleset needs at least one stream"))
 	}
+	c.checkLimits(fail)
 	c.compileStreams(fail)
 	c.addDerivedStreams(fail)
 	c.addJoinStreams(fail)
@@ -245,7 +251,7 @@ func (c *compiler) compileStreams(fail func(string, error)) {
 			spec = &StreamSpec{}
 		}
 		st := &Stream{Name: name, Topic: cmpOr(spec.Topic, name), Index: i, Decide: spec.Decide,
-			MaxHistory: spec.MaxHistory, Pattern: noPattern, Join: noJoin}
+			MaxHistory: spec.MaxHistory, MaxFieldBytes: spec.MaxFieldBytes, Pattern: noPattern, Join: noJoin}
 		rs.Streams = append(rs.Streams, st)
 		if spec.Fields != nil {
 			st.fields = make(map[string]any, len(spec.Fields))
@@ -279,6 +285,11 @@ func (c *compiler) compileStreams(fail func(string, error)) {
 		st.MaxFutureSkew = int64(skew)
 		if spec.Retention != nil && *spec.Retention < 0 {
 			fail(path+".retention", errors.New("must not be negative"))
+		}
+		if st.MaxFieldBytes == 0 {
+			st.MaxFieldBytes = DefaultMaxFieldBytes
+		} else if st.MaxFieldBytes < 0 {
+			fail(path+".max_field_bytes", errors.New("must be positive"))
 		}
 		if st.MaxHistory == 0 {
 			st.MaxHistory = DefaultMaxHistory

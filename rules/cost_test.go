@@ -1,0 +1,112 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// costDoc is a ruleset with one rule, its when on line 6.
+const costDoc = `streams:
+  transactions: {key: user_id, time: ts, id: tx_id, decide: true}
+  logins: {key: user_id, time: ts}
+rules:
+  r:
+    {stream: transactions, action: block, when: '%s'}
+`
+
+// TestHostileRulesRefused is the corpus of rules that cost too much, or
+// whose cost cannot be bounded, each refused at the part that is to blame.
+func TestHostileRulesRefused(t *testing.T) {
+	tests := []struct {
+		when string
+		at   string // where the error points: the first occurrence of this text
+		msg  string // a part of the message
+	}{
+		{`let xs = 1..100000; all(xs, all(xs, # > 0))`, `all(xs, #`, `all() runs its predicate once per element of the range 1..100000 (100000 numbers)`},
+		{`merchant matches merchant`, `merchant$`, `matches needs a constant pattern`},
+		{`len(map(1..900000, # * 2)) > 0`, `..`, `the range 1..900000 (900000 numbers) is too long`},
+		{`all(1..amount, # > 0)`, `..amount`, `a range needs constant bounds`},
+		{`len(repeat(merchant, amount)) > 0`, `repeat(`, `repeat() needs a constant count`},
+		{`len(repeat("x", 100000000)) > 0`, `repeat(`, `repeat() builds a long string`},
+		{`len(uniq(history("transactions", "1h"))) > 1`, `uniq(`, `uniq() compares every pair of up to 10000 events of "transactions" (max_history)`},
+		{`toJSON(history("transactions", "1h")) contains "x"`, `toJSON(`, `toJSON() writes up to 10000 events`},
+		{`sort(map(history("transactions", "1h"), .merchant))[0] == "a"`, `sort(`, `sort() sorts`},
+		{`merchant matches "(a|b|c)*z{1,1000}"`, `matches`, `matches scans a field of "transactions", up to 512 bytes (max_field_bytes)`},
+		{`len(split(toJSON($env), "")) > 0`, `toJSON(`, `toJSON() writes a whole record, up to 1048576 bytes`},
+		{`reduce(1..5000, #acc + string(#), "") != ""`, `reduce(`, `reduce() runs its predicate once per element of the range 1..5000`},
+		{`len(flatten(map(1..1000, 1..1000))) > 0`, `map(`, `map() runs its predicate once per element of the range 1..1000`},
+		{`count(1..20000, # % 2 == 0) > 5`, `count(`, `count() runs its predicate once per element of the range 1..20000`},
+		{`len(sortBy(history("transactions", "1h"), .amount)) > 0`, `sortBy(`, `sortBy() runs its predicate once per element of up to 10000 events`},
+		{`any(history("transactions", "1h"), any(history("logins", "1h"), .ip == "x"))`, `history("logins"`, `history() cannot be called inside a predicate`},
+		{`"x" in map(history("transactions", "1h"), string(#))`, `string(`, `string() writes an event`},
+		{`now() > 0`, `now`, `now() is not available`},
+		{`filter(history("transactions", "1h"), .amount > 1) == filter(history("transactions", "1h"), .amount > 2) && merchant matches "a{1,1000}"`, `== filter`, `== over up to 10000 events`},
+	}
+	if len(tests) < 15 {
+		t.Fatal("the corpus needs at least 15 hostile rules")
+	}
+	const line, offset = 6, len(`    {stream: transactions, action: block, when: '`)
+	for _, tt := range tests {
+		_, err := Load([]byte(fmt.Sprintf(costDoc, tt.when)))
+		var list ErrorList
+		if !errors.As(err, &list) || len(list) != 1 {
+			t.Errorf("%s: want one error, got %v", tt.when, err)
+			continue
+		}
+		e := list[0]
+		i := strings.Index(tt.when, tt.at)
+		if at, ok := strings.CutSuffix(tt.at, "$"); ok { // the last occurrence
+			i = strings.LastIndex(tt.when, at)
+		}
+		col := offset + i + 1
+		if e.Path != "rules.r.when" || e.Line != line || e.Column != col || !strings.Contains(e.Err.Error(), tt.msg) {
+			t.Errorf("%s:\n got %s at %d:%d: %v\nwant %s at %d:%d: …%s…", tt.when, e.Path, e.Line, e.Column, e.Err, "rules.r.when", line, col, tt.msg)
+		}
+	}
+}
+
+// TestCheapRulesAccepted holds the estimate to what everyday rules cost.
+func TestCheapRulesAccepted(t *testing.T) {
+	for _, when := range []string{
+		`amount > 100 && merchant != "x"`,
+		`merchant matches "^ACME [0-9]+$"`,
+		`len(uniq(map(history("transactions", "5m"), .ip))) >= 3`,
+		`count(history("transactions", "1m"), .amount <= 2) >= 5`,
+		`any(history("transactions", "1h"), .amount > amount)`,
+		`sum(map(history("transactions", "1h"), .amount)) > 1000`,
+		`all(1..1000, # > 0)`,
+		`upper(merchant) startsWith "ACME"`,
+		`string(len(history("transactions", "1h"))) + " payments" != ""`,
+	} {
+		if _, err := Load([]byte(fmt.Sprintf(costDoc, when))); err != nil {
+			t.Errorf("%s: %v", when, err)
+		}
+	}
+}
+
+// TestCostLimits covers limits.cost: lowering the budget refuses what the
+// default accepts, raising it is bounded by MaxCostBudget, and the record
+// limit bounds whole events.
+func TestCostLimits(t *testing.T) {
+	const when = `sum(map(history("transactions", "1h"), .amount)) > 1000`
+	doc := fmt.Sprintf(costDoc, when)
+	if _, err := Load([]byte(doc + "limits: {cost: 1000}\n")); err == nil || !strings.Contains(err.Error(), "over the budget of 1000") {
+		t.Errorf("limits.cost 1000: got %v", err)
+	}
+	if _, err := Load([]byte(doc + "limits: {cost: 2000000}\n")); err == nil || !strings.Contains(err.Error(), "limits.cost: 2000000 is over the ceiling of 1000000") {
+		t.Errorf("limits.cost over the ceiling: got %v", err)
+	}
+	big := fmt.Sprintf(costDoc, `len(toJSON($env)) > 0`)
+	if _, err := Load([]byte(big)); err == nil {
+		t.Error("toJSON($env) with 1 MiB records: accepted")
+	}
+	if _, err := Load([]byte(big), MaxRecordBytes(4096)); err != nil {
+		t.Errorf("toJSON($env) with 4 KiB records: %v", err)
+	}
+	narrow := strings.Replace(fmt.Sprintf(costDoc, `merchant matches "(a|b|c)*z{1,1000}"`), "decide: true}", "decide: true, max_field_bytes: 16}", 1)
+	if _, err := Load([]byte(narrow)); err != nil {
+		t.Errorf("a regular expression over 16-byte fields: %v", err)
+	}
+}
