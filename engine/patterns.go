@@ -2,6 +2,8 @@ package engine
 
 import (
 	"container/heap"
+	"slices"
+	"strings"
 
 	"github.com/vigil-cep/vigil/cep"
 	"github.com/vigil-cep/vigil/internal/jsonv"
@@ -115,7 +117,11 @@ func (t *Task) afterNFA(op *patternOp, pk *patternKey) {
 // partial matches and completes trailing negations. It runs before windows
 // see wm, so matches (derived events at their end time) reach windows as on
 // time, as Flink's CEP operator emits before it forwards the watermark.
+//
+// The maximum watermark (the end of a bounded input) ends every partial
+// match of every key (endPattern), not only those of the keys queued.
 func (t *Task) advancePatterns(wm int64) {
+	end := wm == stream.MaxTime
 	// A match feeds the patterns over its derived stream, which may come
 	// earlier in the list: run until nothing at or below wm is left.
 	for progress := true; progress; {
@@ -125,8 +131,42 @@ func (t *Task) advancePatterns(wm int64) {
 				progress = true
 				t.advancePattern(pi, op, wm)
 			}
+			if end && t.endPattern(pi, op) {
+				progress = true
+			}
 		}
 	}
+}
+
+// endPattern ends the input for pattern pi (DESIGN §4 "Watermarks": at the
+// maximum watermark no partial match can continue). Each key whose NFA still
+// holds partial matches, or matches a skip strategy held back behind them,
+// moves to the maximum time, which ends the former and emits the latter
+// (cep.State.Advance). advancePattern did so for the keys it ran; a key
+// without Within and without buffered events was not queued, and is found
+// here, in key order, so that the outputs replay identically. It reports
+// whether it ended any key.
+func (t *Task) endPattern(pi int, op *patternOp) bool {
+	var open []*patternKey
+	for _, pk := range op.keys {
+		if !pk.state.Empty() && len(pk.buf) == 0 { // a key with events is queued: advancePattern feeds them first
+			open = append(open, pk)
+		}
+	}
+	slices.SortFunc(open, func(a, b *patternKey) int { return strings.Compare(a.key, b.key) })
+	for _, pk := range open {
+		pk.clock = stream.MaxTime
+		saved := t.patKey
+		t.patKey = pk.key
+		pk.state.Advance(stream.MaxTime, t.matchFn[pi], t.timeoutFn[pi])
+		t.patKey = saved
+		if pk.due == stream.MaxTime && len(pk.buf) == 0 && pk.state.Empty() {
+			op.dropped += pk.state.Dropped()
+			pk.live = false
+			delete(op.keys, pk.key)
+		}
+	}
+	return len(open) > 0
 }
 
 func (t *Task) advancePattern(pi int, op *patternOp, wm int64) {
