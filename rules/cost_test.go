@@ -110,3 +110,24 @@ func TestCostLimits(t *testing.T) {
 		t.Errorf("a regular expression over 16-byte fields: %v", err)
 	}
 }
+
+func TestUndeclaredFieldsWarned(t *testing.T) {
+	rs, err := Load([]byte(fmt.Sprintf(costDoc, `let m = merchnat; amount > 1 && m != "" && any(history("transactions", "1h"), .ip == ip)`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `2:17: streams.transactions: no fields declared: nothing checks that its events have amount, ip, merchnat, which its rules read (a misspelt name reads null at every decision); declare them under fields:`
+	if len(rs.Warnings) != 1 || rs.Warnings[0].Error() != want {
+		t.Errorf("warnings: got %v\nwant %s", rs.Warnings, want)
+	}
+	declared := strings.Replace(fmt.Sprintf(costDoc, `amount > 1`), "decide: true}", "decide: true, fields: {amount: number, user_id: string, ts: number, tx_id: string}}", 1)
+	if rs, err := Load([]byte(declared)); err != nil {
+		t.Errorf("declared fields: %v", err)
+	} else if len(rs.Warnings) != 0 {
+		t.Errorf("declared fields: got warnings %v", rs.Warnings)
+	}
+	misspelt := strings.Replace(fmt.Sprintf(costDoc, `amonut > 1`), "decide: true}", "decide: true, fields: {amount: number, user_id: string, ts: number, tx_id: string}}", 1)
+	if _, err := Load([]byte(misspelt)); err == nil || !strings.Contains(err.Error(), "unknown name amonut") {
+		t.Errorf("a misspelt declared field: got %v", err)
+	}
+}

@@ -36,6 +36,9 @@ type Ruleset struct {
 	Patterns    []*Pattern
 	Joins       []*Join
 	Enrichments []*Enrichment
+	// Warnings are what a loaded ruleset may get wrong at run time without
+	// being invalid (vigil validate prints them).
+	Warnings ErrorList
 
 	streamIndex  map[string]int
 	derivedOrder []string // pattern names, in the order of their derived streams
@@ -223,6 +226,7 @@ func Compile(doc *Document, opts ...LoadOption) (*Ruleset, error) {
 		return nil, doc.withSnippets(errs).sorted()
 	}
 	c.deriveDecodeFields() // parses the expressions again: only once they passed the checks
+	c.warnUndeclared()
 	return c.rs, nil
 }
 

@@ -36,7 +36,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.Usage()
 		return errUsage
 	}
-	rs, err := loadRules(*rulesPath)
+	rs, err := loadRules(*rulesPath, *maxRecord)
 	if err != nil {
 		return err
 	}
@@ -133,13 +133,14 @@ func lookupFactory(addr string) (engine.LookupFactory, func()) {
 	}
 }
 
-// loadRules reads and compiles a ruleset, printing every error with its position.
-func loadRules(path string) (*rules.Ruleset, error) {
+// loadRules reads and compiles a ruleset for records of at most maxRecord
+// bytes, printing every error with its position.
+func loadRules(path string, maxRecord int) (*rules.Ruleset, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	rs, err := rules.Load(src)
+	rs, err := rules.Load(src, rules.MaxRecordBytes(maxRecord))
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a valid ruleset (run vigil validate %s for details):\n%w", path, path, err)
 	}

@@ -13,7 +13,8 @@ import (
 )
 
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("validate", "validate RULES.yaml", stderr)
+	fs := newFlags("validate", "validate [--max-record-bytes N] RULES.yaml", stderr)
+	maxRecord := fs.Int("max-record-bytes", rules.DefaultMaxRecordBytes, "the record limit the service runs with: whole events are bounded by it in the cost check")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -29,12 +30,15 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	rs, err := rules.Load(src)
+	rs, err := rules.Load(src, rules.MaxRecordBytes(*maxRecord))
 	if printRuleErrors(stdout, path, err) {
 		return exitError{code: 1}
 	}
 	if err != nil {
 		return err
+	}
+	for _, w := range rs.Warnings {
+		fmt.Fprintf(stdout, "%s:%d:%d: warning: %s: %v\n", path, w.Line, w.Column, w.Path, w.Err)
 	}
 	fmt.Fprintf(stdout, "%s: ok (version %s: %d streams, %d windows, %d rules)\n",
 		path, rs.Version, len(rs.Streams), len(rs.Windows), len(rs.Rules))
