@@ -1,10 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/vigil-cep/vigil/stream"
 )
 
 // Backend is what the HTTP API serves: the running service (kafka.Service)
@@ -90,9 +93,41 @@ type Entity struct {
 	Windows   []json.RawMessage            `json:"windows"`         // open windows with current values
 	Partials  map[string]int               `json:"partial_matches"` // pattern -> open partial matches
 	Decisions []json.RawMessage            `json:"recent_decisions"`
-	Watermark int64                        `json:"watermark"` // the owning task's
+	Watermark int64                        `json:"watermark"` // the owning task's; NoWatermark: none yet
 	LagMillis int64                        `json:"lag_ms"`    // processing time minus watermark
 	Task      int32                        `json:"task"`
+}
+
+// NoWatermark is Entity.Watermark while the owning task has none (no input
+// has delivered an event yet): stream.MinTime. JSON shows it, and the lag
+// that cannot be measured against it, as null.
+const NoWatermark = stream.MinTime
+
+// MarshalJSON writes e with "watermark" and "lag_ms" null when e has no
+// watermark, instead of -9223372036854775808 and a meaningless lag. It
+// lists Entity's fields again (TestEntityJSONFields holds the two lists
+// together).
+func (e Entity) MarshalJSON() ([]byte, error) {
+	out := struct { // Entity's fields in its order, the two nullable
+		Key       string                       `json:"key"`
+		History   map[string][]json.RawMessage `json:"history"`
+		Windows   []json.RawMessage            `json:"windows"`
+		Partials  map[string]int               `json:"partial_matches"`
+		Decisions []json.RawMessage            `json:"recent_decisions"`
+		Watermark *int64                       `json:"watermark"`
+		LagMillis *int64                       `json:"lag_ms"`
+		Task      int32                        `json:"task"`
+	}{Key: e.Key, History: e.History, Windows: e.Windows, Partials: e.Partials, Decisions: e.Decisions, Task: e.Task}
+	if e.Watermark != NoWatermark {
+		out.Watermark, out.LagMillis = &e.Watermark, &e.LagMillis
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // as writeJSON: events keep their '<' and '&'
+	if err := enc.Encode(out); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
 // BacktestReport is what a candidate ruleset would have decided.

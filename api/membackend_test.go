@@ -28,6 +28,7 @@ type memBackend struct {
 			calls             int
 		}
 		entityQuery  EntityQuery
+		entityKey    string // the key last asked for, exactly
 		failVersions error
 	}
 }
@@ -142,10 +143,15 @@ func (b *memBackend) Entity(ctx context.Context, key string, q EntityQuery) (*En
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.mu.entityQuery = q
-	if key != "u/1" && key != "u1" {
-		return nil, ErrNotFound
+	b.mu.entityKey = key
+	switch key {
+	case "u/1", "u1":
+		return &Entity{Key: key, History: map[string][]json.RawMessage{"transactions": {json.RawMessage(`{"amount":5}`)}}, Partials: map[string]int{}, Watermark: 42, LagMillis: 7, Task: 3}, nil
+	case "fresh": // on a task that has no watermark yet
+		return &Entity{Key: key, History: map[string][]json.RawMessage{}, Windows: []json.RawMessage{}, Partials: map[string]int{},
+			Decisions: []json.RawMessage{}, Watermark: NoWatermark, LagMillis: 12345, Task: 1}, nil
 	}
-	return &Entity{Key: key, History: map[string][]json.RawMessage{"transactions": {json.RawMessage(`{"amount":5}`)}}, Partials: map[string]int{}, Watermark: 42, Task: 3}, nil
+	return nil, ErrNotFound
 }
 
 func (b *memBackend) Backtest(ctx context.Context, candidate []byte, events []byte, limit int) (*BacktestReport, error) {
