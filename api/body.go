@@ -173,8 +173,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-// pathParam returns a URL parameter, unescaped (chi matches the raw path,
-// so "%2F" in a key stays escaped until here).
+// pathParam returns a URL parameter, unescaped: chi matches the escaped
+// path (routeEscapedPath), so every parameter, "%2F" in a key included,
+// is decoded here and only here.
 func pathParam(r *http.Request, name string) (string, bool) {
 	v, err := url.PathUnescape(chi.URLParam(r, name))
 	return v, err == nil && v != ""

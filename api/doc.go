@@ -114,7 +114,9 @@
 // MaxBacktestBytes, 16 MiB): 413 beyond. JSON endpoints take
 // application/json (or a +json type, or no Content-Type); documents and
 // items take YAML too (application/yaml, application/x-yaml, text/yaml):
-// 415 otherwise. X-Request-ID is echoed when it is a safe token of up to
+// 415 otherwise. Path parameters are percent-decoded exactly once, whatever
+// the client escaped: /v1/entities/pct%2541 is the key "pct%41",
+// /v1/entities/a%2Fb the key "a/b". X-Request-ID is echoed when it is a safe token of up to
 // 128 characters, generated otherwise. GET /v1/ruleset and
 // /v1/ruleset/versions/{n} answer with the document as published when
 // Accept prefers YAML.

@@ -129,7 +129,7 @@ func New(b Backend, opts Options) (*Handler, error) {
 	h.index.init(versionCacheSize)
 
 	h.mux = chi.NewRouter()
-	h.mux.Use(h.requestContext, h.recoverPanics)
+	h.mux.Use(routeEscapedPath, h.requestContext, h.recoverPanics)
 	if opts.Middleware != nil {
 		h.mux.Use(opts.Middleware)
 	}
@@ -217,6 +217,23 @@ func NewServer(addr string, h http.Handler) *http.Server {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}
+}
+
+// routeEscapedPath makes chi match routes against the escaped path, always.
+// By itself chi matches r.URL.RawPath when net/url kept one, which it does
+// only when the client escaped the path otherwise than Go would ("%2F",
+// "%41"), and the decoded r.URL.Path when not: a path parameter then came
+// escaped in the first case and already decoded in the second, and
+// pathParam's unescaping decoded "pct%2541" twice, into "pctA". With the
+// escaped path every parameter arrives escaped, "/" inside one included,
+// and pathParam decodes it exactly once.
+func routeEscapedPath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rctx := chi.RouteContext(r.Context()); rctx != nil {
+			rctx.RoutePath = r.URL.EscapedPath()
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // requestInfo is filled in as a request goes down the chain and read by the
@@ -362,10 +379,7 @@ func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	path := r.URL.RawPath
-	if path == "" {
-		path = r.URL.Path
-	}
+	path := r.URL.EscapedPath() // as routeEscapedPath routes
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
 		if h.mux.Match(chi.NewRouteContext(), m, path) {
 			w.Header().Add("Allow", m)
