@@ -11,6 +11,8 @@ import (
 	"slices"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/vigil-cep/vigil/internal/rulesdoc"
 )
 
 // versionView is a version as the API shows it: its metadata and, where
@@ -36,11 +38,11 @@ func (h *Handler) current(w http.ResponseWriter, r *http.Request) (*Version, boo
 
 // documentJSON renders a published document as a JSON object.
 func documentJSON(v *Version) (json.RawMessage, error) {
-	doc, err := parseDocument(v.Document)
+	doc, err := rulesdoc.Parse(v.Document)
 	if err != nil {
 		return nil, err
 	}
-	return canonical(map[string]any(doc))
+	return rulesdoc.Canonical(map[string]any(doc))
 }
 
 // writeVersion answers with a version and its document: JSON by default,
@@ -122,7 +124,7 @@ func (h *Handler) checkIfMatch(w http.ResponseWriter, r *http.Request, m ifMatch
 type edit struct {
 	h       *Handler
 	cur     *Version
-	doc     document
+	doc     rulesdoc.Document
 	orig    []byte // doc's encoding before the change
 	comment string
 }
@@ -134,13 +136,13 @@ func (h *Handler) beginEdit(w http.ResponseWriter, r *http.Request, m ifMatch, c
 	if !ok || !h.checkIfMatch(w, r, m, cur) {
 		return nil, false
 	}
-	doc, err := parseDocument(cur.Document)
+	doc, err := rulesdoc.Parse(cur.Document)
 	if err != nil {
 		h.log.ErrorContext(r.Context(), "current document does not parse", "version", cur.Number, "err", err)
 		h.problem(w, r, http.StatusInternalServerError, probInternal, fmt.Sprintf("the current version %d does not parse", cur.Number))
 		return nil, false
 	}
-	orig, err := doc.encode()
+	orig, err := doc.Encode()
 	if err != nil {
 		h.problem(w, r, http.StatusInternalServerError, probInternal, fmt.Sprintf("the current version %d cannot be written as JSON: %v", cur.Number, err))
 		return nil, false
@@ -152,7 +154,7 @@ func (h *Handler) beginEdit(w http.ResponseWriter, r *http.Request, m ifMatch, c
 // version after the current one. An edit that changes nothing publishes
 // nothing and returns the current version.
 func (e *edit) publish(w http.ResponseWriter, r *http.Request) (*Version, bool) {
-	src, err := e.doc.encode()
+	src, err := e.doc.Encode()
 	if err != nil {
 		e.h.problem(w, r, http.StatusBadRequest, probBadRequest, err.Error())
 		return nil, false
@@ -180,7 +182,7 @@ func (h *Handler) decodeItem(w http.ResponseWriter, r *http.Request, body []byte
 		h.problem(w, r, http.StatusBadRequest, probBadRequest, "malformed YAML: "+err.Error())
 		return nil, false
 	}
-	item, ok := normalize(v).(map[string]any)
+	item, ok := rulesdoc.Normalize(v).(map[string]any)
 	if !ok {
 		h.problem(w, r, http.StatusBadRequest, probBadRequest, "the body must be an object (the item's fields and its name)")
 		return nil, false
@@ -191,10 +193,10 @@ func (h *Handler) decodeItem(w http.ResponseWriter, r *http.Request, body []byte
 // takeName removes the item's name from its fields: "name", or "id" for a
 // kind whose spec has no id field of its own. want is the name the URL
 // gives ("" for a create).
-func (h *Handler) takeName(w http.ResponseWriter, r *http.Request, k kind, item map[string]any, want string) (string, bool) {
+func (h *Handler) takeName(w http.ResponseWriter, r *http.Request, k rulesdoc.Kind, item map[string]any, want string) (string, bool) {
 	var names []string
 	for _, field := range []string{"name", "id"} {
-		if field == "id" && k.idField {
+		if field == "id" && k.IDField {
 			continue // a stream's id is its event id expression
 		}
 		v, ok := item[field]
@@ -215,16 +217,18 @@ func (h *Handler) takeName(w http.ResponseWriter, r *http.Request, k kind, item 
 	names = slices.Compact(names)
 	switch len(names) {
 	case 0:
-		h.problem(w, r, http.StatusBadRequest, probBadRequest, fmt.Sprintf("the %s needs a name: \"name\" in the body", k.singular))
+		h.problem(w, r, http.StatusBadRequest, probBadRequest, fmt.Sprintf("the %s needs a name: \"name\" in the body", k.Singular))
 		return "", false
 	case 1:
 		return names[0], true
 	}
-	h.problem(w, r, http.StatusBadRequest, probBadRequest, fmt.Sprintf("the body and the URL name different %ss: %q", k.singular, names))
+	h.problem(w, r, http.StatusBadRequest, probBadRequest, fmt.Sprintf("the body and the URL name different %ss: %q", k.Singular, names))
 	return "", false
 }
 
-func itemLocation(k kind, name string) string { return "/v1/" + k.plural + "/" + url.PathEscape(name) }
+func itemLocation(k rulesdoc.Kind, name string) string {
+	return "/v1/" + k.Plural + "/" + url.PathEscape(name)
+}
 
 // itemList is GET /v1/{kind}.
 type itemList struct {
@@ -234,27 +238,27 @@ type itemList struct {
 
 // currentIndex returns the current version and its item index; on failure it
 // has answered.
-func (h *Handler) currentIndex(w http.ResponseWriter, r *http.Request) (*Version, *versionIndex, bool) {
+func (h *Handler) currentIndex(w http.ResponseWriter, r *http.Request) (*Version, *rulesdoc.Index, bool) {
 	cur, ok := h.current(w, r)
 	if !ok {
 		return nil, nil, false
 	}
 	ix := h.index.get(cur)
-	if ix.err != nil {
-		h.log.ErrorContext(r.Context(), "current document does not parse", "version", cur.Number, "err", ix.err)
+	if ix.Err != nil {
+		h.log.ErrorContext(r.Context(), "current document does not parse", "version", cur.Number, "err", ix.Err)
 		h.problem(w, r, http.StatusInternalServerError, probInternal, fmt.Sprintf("the current version %d does not parse", cur.Number))
 		return nil, nil, false
 	}
 	return cur, ix, true
 }
 
-func (h *Handler) listItems(k kind) http.HandlerFunc {
+func (h *Handler) listItems(k rulesdoc.Kind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		cur, ix, ok := h.currentIndex(w, r)
 		if !ok {
 			return
 		}
-		items := ix.items[k.plural]
+		items := ix.Items[k.Plural]
 		list := itemList{Version: cur.Number, Items: make([]json.RawMessage, 0, len(items))}
 		for _, name := range slices.Sorted(maps.Keys(items)) {
 			list.Items = append(list.Items, withNameJSON(name, items[name]))
@@ -264,7 +268,7 @@ func (h *Handler) listItems(k kind) http.HandlerFunc {
 	}
 }
 
-func (h *Handler) getItem(k kind) http.HandlerFunc {
+func (h *Handler) getItem(k rulesdoc.Kind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name, ok := pathParam(r, "id")
 		if !ok {
@@ -276,9 +280,9 @@ func (h *Handler) getItem(k kind) http.HandlerFunc {
 			return
 		}
 		w.Header().Set("ETag", etag(cur.Number))
-		item := ix.get(k.plural, name)
+		item := ix.Get(k.Plural, name)
 		if item == nil {
-			h.problem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no %s %q in version %d", k.singular, name, cur.Number))
+			h.problem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no %s %q in version %d", k.Singular, name, cur.Number))
 			return
 		}
 		writeJSON(w, http.StatusOK, withNameJSON(name, item))
@@ -302,7 +306,7 @@ func (h *Handler) writeHead(w http.ResponseWriter, r *http.Request, withBody boo
 	return m, comment, item, ok
 }
 
-func (h *Handler) createItem(k kind) http.HandlerFunc {
+func (h *Handler) createItem(k rulesdoc.Kind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		m, comment, item, ok := h.writeHead(w, r, true)
 		if !ok {
@@ -316,12 +320,12 @@ func (h *Handler) createItem(k kind) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		if _, exists := e.doc.item(k.plural, name); exists {
+		if _, exists := e.doc.Item(k.Plural, name); exists {
 			w.Header().Set("ETag", etag(e.cur.Number))
-			h.problem(w, r, http.StatusConflict, probConflict, fmt.Sprintf("%s %q exists; PUT %s to replace it", k.singular, name, itemLocation(k, name)))
+			h.problem(w, r, http.StatusConflict, probConflict, fmt.Sprintf("%s %q exists; PUT %s to replace it", k.Singular, name, itemLocation(k, name)))
 			return
 		}
-		e.doc.set(k.plural, name, item)
+		e.doc.Set(k.Plural, name, item)
 		v, ok := e.publish(w, r)
 		if !ok {
 			return
@@ -332,7 +336,7 @@ func (h *Handler) createItem(k kind) http.HandlerFunc {
 	}
 }
 
-func (h *Handler) putItem(k kind) http.HandlerFunc {
+func (h *Handler) putItem(k rulesdoc.Kind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		want, ok := pathParam(r, "id")
 		if !ok {
@@ -351,8 +355,8 @@ func (h *Handler) putItem(k kind) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		_, existed := e.doc.item(k.plural, name)
-		e.doc.set(k.plural, name, item)
+		_, existed := e.doc.Item(k.Plural, name)
+		e.doc.Set(k.Plural, name, item)
 		v, ok := e.publish(w, r)
 		if !ok {
 			return
@@ -367,7 +371,7 @@ func (h *Handler) putItem(k kind) http.HandlerFunc {
 	}
 }
 
-func (h *Handler) deleteItem(k kind) http.HandlerFunc {
+func (h *Handler) deleteItem(k rulesdoc.Kind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name, ok := pathParam(r, "id")
 		if !ok {
@@ -382,12 +386,12 @@ func (h *Handler) deleteItem(k kind) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		if _, exists := e.doc.item(k.plural, name); !exists {
+		if _, exists := e.doc.Item(k.Plural, name); !exists {
 			w.Header().Set("ETag", etag(e.cur.Number))
-			h.problem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no %s %q in version %d", k.singular, name, e.cur.Number))
+			h.problem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no %s %q in version %d", k.Singular, name, e.cur.Number))
 			return
 		}
-		e.doc.remove(k.plural, name)
+		e.doc.Remove(k.Plural, name)
 		v, ok := e.publish(w, r)
 		if !ok {
 			return
@@ -405,7 +409,7 @@ type rollbackRequest struct {
 // rollbackItem makes the item as it was in a past version the current
 // one: restored (200 with the item) or, when it did not exist then,
 // deleted (204).
-func (h *Handler) rollbackItem(k kind) http.HandlerFunc {
+func (h *Handler) rollbackItem(k rulesdoc.Kind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name, ok := pathParam(r, "id")
 		if !ok {
@@ -437,7 +441,7 @@ func (h *Handler) rollbackItem(k kind) http.HandlerFunc {
 			h.backendError(w, r, fmt.Sprintf("ruleset version %d", *req.Version), err)
 			return
 		}
-		old, err := parseDocument(target.Document)
+		old, err := rulesdoc.Parse(target.Document)
 		if err != nil {
 			h.problem(w, r, http.StatusInternalServerError, probInternal, fmt.Sprintf("version %d does not parse", target.Number))
 			return
@@ -446,19 +450,19 @@ func (h *Handler) rollbackItem(k kind) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		item, then := old.item(k.plural, name)
-		_, now := e.doc.item(k.plural, name)
+		item, then := old.Item(k.Plural, name)
+		_, now := e.doc.Item(k.Plural, name)
 		switch {
 		case !then && !now:
-			h.problem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no %s %q in version %d nor in the current version %d", k.singular, name, target.Number, e.cur.Number))
+			h.problem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no %s %q in version %d nor in the current version %d", k.Singular, name, target.Number, e.cur.Number))
 			return
 		case then:
-			e.doc.set(k.plural, name, item)
+			e.doc.Set(k.Plural, name, item)
 		default:
-			e.doc.remove(k.plural, name)
+			e.doc.Remove(k.Plural, name)
 		}
 		if e.comment == "" {
-			e.comment = fmt.Sprintf("rollback of %s %s to version %d", k.singular, name, target.Number)
+			e.comment = fmt.Sprintf("rollback of %s %s to version %d", k.Singular, name, target.Number)
 		}
 		v, ok := e.publish(w, r)
 		if !ok {

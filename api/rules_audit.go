@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/vigil-cep/vigil/internal/rulesdoc"
 )
 
 // versions returns every version oldest first, without reordering the
@@ -79,9 +81,9 @@ func (h *Handler) getVersion(w http.ResponseWriter, r *http.Request) {
 // when and why, item by item against the version before it.
 type auditEntry struct {
 	*Version
-	Previous int64        `json:"previous"` // 0 for the first version
-	Changes  []itemChange `json:"changes"`
-	Error    string       `json:"error,omitempty"` // a document that did not parse
+	Previous int64             `json:"previous"` // 0 for the first version
+	Changes  []rulesdoc.Change `json:"changes"`
+	Error    string            `json:"error,omitempty"` // a document that did not parse
 }
 
 type auditPage struct {
@@ -106,17 +108,17 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request) {
 			prev = vs[i-1]
 		}
 		a, b := h.index.get(prev), h.index.get(vs[i])
-		e := auditEntry{Version: vs[i], Changes: []itemChange{}}
+		e := auditEntry{Version: vs[i], Changes: []rulesdoc.Change{}}
 		if prev != nil {
 			e.Previous = prev.Number
 		}
 		switch {
-		case b.err != nil:
-			e.Error = b.err.Error()
-		case a.err != nil:
-			e.Error = fmt.Sprintf("version %d: %v", prev.Number, a.err)
+		case b.Err != nil:
+			e.Error = b.Err.Error()
+		case a.Err != nil:
+			e.Error = fmt.Sprintf("version %d: %v", prev.Number, a.Err)
 		default:
-			e.Changes = diffIndexes(h.kinds, a, b)
+			e.Changes = rulesdoc.Diff(h.kinds, a, b)
 		}
 		out.Entries = append(out.Entries, e)
 	}
@@ -141,7 +143,7 @@ type itemHistory struct {
 
 // itemVersions lists the versions in which an item changed, was created or
 // deleted, newest first.
-func (h *Handler) itemVersions(k kind) http.HandlerFunc {
+func (h *Handler) itemVersions(k rulesdoc.Kind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name, ok := pathParam(r, "id")
 		if !ok {
@@ -152,14 +154,14 @@ func (h *Handler) itemVersions(k kind) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		out := itemHistory{Kind: k.plural, Name: name, Versions: []itemVersion{}}
+		out := itemHistory{Kind: k.Plural, Name: name, Versions: []itemVersion{}}
 		var last json.RawMessage
 		for _, v := range vs {
 			ix := h.index.get(v)
-			if ix.err != nil {
+			if ix.Err != nil {
 				continue
 			}
-			cur := ix.get(k.plural, name)
+			cur := ix.Get(k.Plural, name)
 			if string(cur) == string(last) {
 				continue
 			}
@@ -171,7 +173,7 @@ func (h *Handler) itemVersions(k kind) http.HandlerFunc {
 			last = cur
 		}
 		if len(out.Versions) == 0 {
-			h.problem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("%s %q is in no version", k.singular, name))
+			h.problem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("%s %q is in no version", k.Singular, name))
 			return
 		}
 		slices.Reverse(out.Versions)
@@ -185,7 +187,7 @@ func withNameJSON(name string, item json.RawMessage) json.RawMessage {
 	if decodeJSON(item, &m, false) != nil {
 		return item
 	}
-	raw, err := canonical(withName(name, m))
+	raw, err := rulesdoc.Canonical(withName(name, m))
 	if err != nil {
 		return item
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vigil-cep/vigil/internal/rulesdoc"
 	"github.com/vigil-cep/vigil/rules"
 )
 
@@ -62,7 +63,7 @@ func (h *Handler) backtest(w http.ResponseWriter, r *http.Request) {
 	limit := defaultBacktestSamples
 	var events []byte
 	var candidate []byte
-	var itemKind *kind
+	var itemKind *rulesdoc.Kind
 	var itemRaw json.RawMessage
 	for _, f := range slices.Sorted(maps.Keys(fields)) {
 		raw := fields[f]
@@ -90,7 +91,7 @@ func (h *Handler) backtest(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		default:
-			i := slices.IndexFunc(h.kinds, func(k kind) bool { return k.singular == f })
+			i := slices.IndexFunc(h.kinds, func(k rulesdoc.Kind) bool { return k.Singular == f })
 			if i < 0 {
 				h.problem(w, r, http.StatusBadRequest, probBadRequest, fmt.Sprintf("unknown field %q (known: %s)", f, strings.Join(h.backtestFields(), ", ")))
 				return
@@ -137,7 +138,7 @@ func (h *Handler) backtest(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) backtestFields() []string {
 	fs := []string{"ruleset", "events", "limit"}
 	for _, k := range h.kinds {
-		fs = append(fs, k.singular)
+		fs = append(fs, k.Singular)
 	}
 	return fs
 }
@@ -166,7 +167,7 @@ func backtestEvents(raw json.RawMessage) ([]byte, error) {
 }
 
 // mergeCandidate puts one candidate item into the current document.
-func (h *Handler) mergeCandidate(w http.ResponseWriter, r *http.Request, k kind, raw json.RawMessage) ([]byte, bool) {
+func (h *Handler) mergeCandidate(w http.ResponseWriter, r *http.Request, k rulesdoc.Kind, raw json.RawMessage) ([]byte, bool) {
 	item, ok := h.decodeItem(w, r, raw, formatJSON)
 	if !ok {
 		return nil, false
@@ -179,13 +180,13 @@ func (h *Handler) mergeCandidate(w http.ResponseWriter, r *http.Request, k kind,
 	if !ok {
 		return nil, false
 	}
-	doc, err := parseDocument(cur.Document)
+	doc, err := rulesdoc.Parse(cur.Document)
 	if err != nil {
 		h.problem(w, r, http.StatusInternalServerError, probInternal, fmt.Sprintf("the current version %d does not parse", cur.Number))
 		return nil, false
 	}
-	doc.set(k.plural, name, item)
-	src, err := doc.encode()
+	doc.Set(k.Plural, name, item)
+	src, err := doc.Encode()
 	if err != nil {
 		h.problem(w, r, http.StatusBadRequest, probBadRequest, err.Error())
 		return nil, false

@@ -11,15 +11,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/vigil-cep/vigil/internal/rulesdoc"
 	"github.com/vigil-cep/vigil/rules"
 )
 
 func TestDocumentKinds(t *testing.T) {
 	var got []string
-	for _, k := range documentKinds() {
-		got = append(got, k.plural+"/"+k.singular)
-		if k.idField != (k.plural == "streams") {
-			t.Errorf("%s: idField %v", k.plural, k.idField)
+	for _, k := range rulesdoc.Kinds() {
+		got = append(got, k.Plural+"/"+k.Singular)
+		if k.IDField != (k.Plural == "streams") {
+			t.Errorf("%s: idField %v", k.Plural, k.IDField)
 		}
 	}
 	want := []string{"streams/stream", "windows/window", "rules/rule", "patterns/pattern", "joins/join", "enrichments/enrichment"}
@@ -525,7 +526,7 @@ func TestAudit(t *testing.T) {
 			Author   string
 			Comment  string
 			Previous int64
-			Changes  []itemChange
+			Changes  []rulesdoc.Change
 		}
 		NextBefore int64 `json:"next_before"`
 	}
@@ -610,14 +611,14 @@ func TestBacktest(t *testing.T) {
 	rec = f.do(req{method: "POST", path: "/v1/rules:backtest", body: `{"rule": {"name": "tiny", "stream": "transactions", "action": "block", "when": "amount < 1"}}`})
 	mustStatus(t, rec, http.StatusOK)
 	cand, ev, _ := last()
-	doc, err := parseDocument([]byte(cand))
+	doc, err := rulesdoc.Parse([]byte(cand))
 	if err != nil || ev != "" {
 		t.Fatalf("candidate %q events %q: %v", cand, ev, err)
 	}
-	if _, ok := doc.item("rules", "big"); !ok {
+	if _, ok := doc.Item("rules", "big"); !ok {
 		t.Error("the current rules are not in the candidate")
 	}
-	if r, ok := doc.item("rules", "tiny"); !ok || r["when"] != "amount < 1" || r["name"] != nil {
+	if r, ok := doc.Item("rules", "tiny"); !ok || r["when"] != "amount < 1" || r["name"] != nil {
 		t.Errorf("candidate rule %v", r)
 	}
 	if f.current() != 1 {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/vigil-cep/vigil/internal/rulesdoc"
 )
 
 // Defaults of Options.
@@ -94,7 +96,7 @@ type Handler struct {
 	maxBacktest     int64
 	backtestTimeout time.Duration
 	retryAfter      string // whole seconds
-	kinds           []kind
+	kinds           []rulesdoc.Kind
 	mux             *chi.Mux
 	routes          []route
 
@@ -119,7 +121,7 @@ func New(b Backend, opts Options) (*Handler, error) {
 		maxBody:         cmpOr(opts.MaxBodyBytes, DefaultMaxBodyBytes),
 		maxBacktest:     cmpOr(opts.MaxBacktestBytes, DefaultMaxBacktestBytes),
 		backtestTimeout: cmpOr(opts.BacktestTimeout, DefaultBacktestTimeout),
-		kinds:           documentKinds(),
+		kinds:           rulesdoc.Kinds(),
 	}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -181,7 +183,7 @@ func (h *Handler) routeTable(opts Options) []route {
 		{http.MethodGet, "/v1/entities/{key}", permEntitiesRead, h.getEntity},
 	}
 	for _, k := range h.kinds {
-		base := "/v1/" + k.plural
+		base := "/v1/" + k.Plural
 		rs = append(rs,
 			route{http.MethodGet, base, permRulesRead, h.listItems(k)},
 			route{http.MethodPost, base, permRulesWrite, h.createItem(k)},
