@@ -43,6 +43,8 @@ const (
 	msgDigit       = "expected digit in number"
 	msgRange       = "number out of range of float64"
 	msgObjectStart = "expected '{' at start of object"
+	msgUTF8        = "invalid UTF-8 in string"
+	msgSurrogate   = "unpaired UTF-16 surrogate in \\u escape"
 )
 
 func syntaxError(off int, msg string) *SyntaxError {
@@ -66,17 +68,13 @@ var (
 	// need no UTF-8 check: printable ASCII (DEL included) except '"' and
 	// '\\'. Decoding keeps them as they are and encoding writes them unescaped.
 	plainASCII [256]bool
-	// plainSkip holds the bytes a string may contain unescaped, for
-	// validation only: all but '"', '\\' and control characters.
-	plainSkip [256]bool
 	// hexVal maps hex digits to their value and other bytes to -1.
 	hexVal [256]int8
 )
 
 func init() {
 	for c := range 256 {
-		plainSkip[c] = c >= 0x20 && c != '"' && c != '\\'
-		plainASCII[c] = plainSkip[c] && c < utf8.RuneSelf
+		plainASCII[c] = c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf
 		hexVal[c] = -1
 	}
 	for c := '0'; c <= '9'; c++ {
@@ -165,7 +163,6 @@ func decodePrefixSlots(s string, only []string, slots []any) (any, int, bool, er
 
 // Decode decodes s, which must hold exactly one JSON value (surrounding whitespace allowed).
 // Strings without escape sequences are substrings of s (no copy), so callers pass a string they keep.
-// (A string holding invalid UTF-8 is copied too, to replace it with U+FFFD.)
 // An error is a *SyntaxError.
 func Decode(s string) (any, error) {
 	v, n, err := decodePrefix(s, nil)
@@ -604,7 +601,7 @@ func (d *decoder) strSlow(i, j int) (string, int, error) {
 		}
 		r, size := utf8.DecodeRuneInString(s[j:])
 		if r == utf8.RuneError && size == 1 {
-			break
+			return "", 0, syntaxError(j, msgUTF8)
 		}
 		j += size
 	}
@@ -633,35 +630,36 @@ func (d *decoder) strSlow(i, j int) (string, int, error) {
 		if c != '\\' {
 			r, size := utf8.DecodeRuneInString(s[j:])
 			if r == utf8.RuneError && size == 1 {
-				b = utf8.AppendRune(b, utf8.RuneError)
-			} else {
-				b = append(b, s[j:j+size]...)
+				return "", 0, syntaxError(j, msgUTF8)
 			}
+			b = append(b, s[j:j+size]...)
 			j += size
 			continue
 		}
-		r, n, err := unescape(s, j)
+		r, n, err := unescapeRune(s, j)
 		if err != nil {
 			return "", 0, err
 		}
 		j += n
-		if utf16.IsSurrogate(r) {
-			// As encoding/json: a high surrogate escape followed by a low
-			// surrogate escape is one code point; any other surrogate is
-			// U+FFFD, and what follows it is decoded on its own.
-			hi := r
-			r = utf8.RuneError
-			if j+1 < len(s) && s[j] == '\\' && s[j+1] == 'u' {
-				if lo, n, err := unescape(s, j); err == nil {
-					if pair := utf16.DecodeRune(hi, lo); pair != utf8.RuneError {
-						r = pair
-						j += n
-					}
-				}
-			}
-		}
 		b = utf8.AppendRune(b, r)
 	}
+}
+
+// unescapeRune decodes the escape sequence at s[j] == '\\' as a code point:
+// a \u escape of a high surrogate followed at once by one of a low surrogate
+// is one code point (12 bytes). Any other surrogate escape is an error: the
+// string would not be Unicode text (see the package documentation).
+func unescapeRune(s string, j int) (rune, int, error) {
+	r, n, err := unescape(s, j)
+	if err != nil || !utf16.IsSurrogate(r) {
+		return r, n, err
+	}
+	if r < 0xdc00 && j+7 < len(s) && s[j+6] == '\\' && s[j+7] == 'u' {
+		if lo, m, err := unescape(s, j+6); err == nil && utf16.IsSurrogate(lo) && lo >= 0xdc00 {
+			return utf16.DecodeRune(r, lo), n + m, nil
+		}
+	}
+	return 0, 0, syntaxError(j, msgSurrogate)
 }
 
 // unescape decodes the escape sequence at s[j] == '\\' and returns the code
@@ -882,26 +880,36 @@ func skipArray(s string, i, depth int) (int, error) {
 
 // skipString validates the string literal at s[i] == '"' and returns the
 // offset past its closing quote.
+//
+// It checks what str checks, in the same order, so that the two accept and
+// reject the same strings at the same offsets: the UTF-8 of every byte
+// outside ASCII, and surrogate escapes.
 func skipString(s string, i int) (int, error) {
 	j := i + 1
 	for {
-		for j < len(s) && plainSkip[s[j]] {
+		for j < len(s) && plainASCII[s[j]] {
 			j++
 		}
 		if j >= len(s) {
 			return 0, syntaxError(len(s), msgEOF)
 		}
-		switch s[j] {
-		case '"':
+		switch c := s[j]; {
+		case c == '"':
 			return j + 1, nil
-		case '\\':
-			_, n, err := unescape(s, j)
+		case c == '\\':
+			_, n, err := unescapeRune(s, j)
 			if err != nil {
 				return 0, err
 			}
 			j += n
-		default:
+		case c < 0x20:
 			return 0, syntaxError(j, msgControl)
+		default:
+			r, size := utf8.DecodeRuneInString(s[j:])
+			if r == utf8.RuneError && size == 1 {
+				return 0, syntaxError(j, msgUTF8)
+			}
+			j += size
 		}
 	}
 }

@@ -40,22 +40,15 @@ func TestDecodeValid(t *testing.T) {
 		{`"a\"b\\c\/d\be\ff\ng\rh\ti"`, "a\"b\\c/d\be\ff\ng\rh\ti"},
 		{`"\u00e9\u20AC"`, "é€"},
 		{`"\ud83d\ude00"`, "😀"},
-		{`"\ud800"`, "\uFFFD"},
-		{`"\udc00\ud800"`, "\uFFFD\uFFFD"},
-		{`"\ud800\u0041"`, "\uFFFDA"},
-		{`"\ud800\ud800\udc00"`, "\uFFFD𐀀"},
 		{`"\u0000"`, "\x00"},
-		{"\"\xff\"", "\uFFFD"},
-		{"\"a\xe2\x82\"", "a\uFFFD\uFFFD"},
-		{"\"\xed\xa0\x80\"", "\uFFFD\uFFFD\uFFFD"}, // UTF-8 encoded surrogate
-		{"\"\xef\xbf\xbd\"", "\uFFFD"},
+		{"\"\xef\xbf\xbd\"", "\uFFFD"}, // U+FFFD itself is text like any other
+		{`"\uFFFD\udbff\udfff"`, "\uFFFD\U0010FFFF"},
 		{"\"\u2028\x7f\"", "\u2028\x7f"},
 		{`[]`, []any{}},
 		{`{}`, map[string]any{}},
 		{`[1, "a" ,[null] , {"b" : false}]`, []any{1.0, "a", []any{nil}, map[string]any{"b": false}}},
 		{`{"a":1,"a":2,"b":{"a":3}}`, map[string]any{"a": 2.0, "b": map[string]any{"a": 3.0}}},
 		{`{"\u0061":1,"a":2}`, map[string]any{"a": 2.0}},
-		{"{\"\xff\":1}", map[string]any{"\uFFFD": 1.0}},
 		{strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth), nest(MaxDepth)},
 	}
 	for _, tt := range tests {
@@ -124,13 +117,29 @@ func TestDecodeInvalid(t *testing.T) {
 		{`{"a"`, 4, msgEOF},
 		{`"abc`, 4, msgEOF},
 		{"\"a\tb\"", 2, msgControl},
-		{"\"\xff\x01\"", 2, msgControl},
+		{"\"\xff\x01\"", 1, msgUTF8},
+		{"\"a\x01\xff\"", 2, msgControl},
 		{`"\x41"`, 2, msgEscape},
 		{`"\'"`, 2, msgEscape},
 		{`"\u12G4"`, 5, msgHex},
 		{`"\u12`, 5, msgEOF},
 		{`"\`, 2, msgEOF},
-		{`"\ud800\u12"`, 11, msgHex},
+		{`"\ud800\u12"`, 1, msgSurrogate},
+		// Text that is not Unicode: refused, not replaced (see the package doc).
+		{"\"\xff\"", 1, msgUTF8},
+		{"\"w\xfe\"", 2, msgUTF8},
+		{"\"a\xe2\x82\"", 2, msgUTF8},
+		{"\"\xed\xa0\x80\"", 1, msgUTF8},     // UTF-8 encoded surrogate
+		{"\"\xc0\xaf\"", 1, msgUTF8},         // overlong
+		{"\"\xf4\x90\x80\x80\"", 1, msgUTF8}, // beyond U+10FFFF
+		{"\"\\n\xff\"", 3, msgUTF8},          // after an escape
+		{"{\"\xff\":1}", 2, msgUTF8},
+		{`"\ud800"`, 1, msgSurrogate},
+		{`"ab\udc00\ud800"`, 3, msgSurrogate},
+		{`"\ud800\u0041"`, 1, msgSurrogate},
+		{`"\ud800\ud800\udc00"`, 1, msgSurrogate},
+		{`"\ud800\\udc00"`, 1, msgSurrogate},
+		{`{"tx_id":"w\uDFFF"}`, 11, msgSurrogate},
 		{`[// comment` + "\n" + `1]`, 1, msgValue},
 		{"\v1", 0, msgValue},
 		{strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1), MaxDepth, msgDepth},

@@ -15,29 +15,40 @@
 //   - null becomes nil.
 //
 // They accept and reject exactly the texts Unmarshal accepts and rejects, with
-// one deliberate exception: arrays and objects nested deeper than [MaxDepth]
-// are rejected (encoding/json allows 10000 levels). In particular:
+// two deliberate exceptions: arrays and objects nested deeper than [MaxDepth]
+// are rejected (encoding/json allows 10000 levels), and so is a string that is
+// not Unicode text, where encoding/json would put U+FFFD in its place. In
+// particular:
 //
 //   - the grammar is RFC 8259: no trailing commas, no leading zeros, no NaN or
 //     Infinity, no comments, no control characters inside strings, and only the
 //     whitespace characters space, tab, line feed and carriage return;
 //   - numbers are rounded to the nearest float64 as strconv.ParseFloat does,
 //     and a number too large for float64 (such as 1e400) is an error;
-//   - inside strings, every escape sequence is decoded, a \u escape that is an
-//     unpaired UTF-16 surrogate becomes U+FFFD, and each byte that is not part
-//     of valid UTF-8 becomes U+FFFD.
+//   - inside strings, every escape sequence is decoded; a byte that is not
+//     part of valid UTF-8 (RFC 8259 §8.1) and a \u escape of a UTF-16
+//     surrogate that is not half of a pair (RFC 7493, I-JSON, §2.1) are
+//     errors, in member names too.
+//
+// Why not replace them with U+FFFD as encoding/json does: replacing merges
+// different inputs. "w\xff" and "w\xfe" would both become "w\uFFFD", the same
+// transaction id or user key, the same value to count_distinct. Refusing the
+// text keeps every decoded string exactly what its input says. Finding these
+// bytes costs nothing on text that is ASCII: they are checked where strings
+// leave the ASCII fast path, as decoding UTF-8 has to anyway.
 //
 // Decoding never panics and never recurses deeper than [MaxDepth], whatever
 // the input. Errors in the text are reported as a [*SyntaxError] carrying the
 // byte offset of the problem.
 //
-// Strings without escape sequences or invalid UTF-8 are returned as substrings
+// Strings without escape sequences are returned as substrings
 // of the input, so they share its memory: decode strings that are kept, not
 // strings converted unsafely from a reused buffer. Decoding a typical record
 // allocates only the map and slice values it returns and one box for each
 // string and number in them.
 //
-// [Skip] validates a value without building it, and [Object] walks the members
+// [Skip] validates a value without building it (with the same checks, UTF-8
+// included), and [Object] walks the members
 // of an object, so a caller can decode just the members it needs.
 //
 // # Encoding

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -32,8 +34,8 @@ var decodeSeeds = []string{
 }
 
 // FuzzDecode checks Decode against encoding/json: the same inputs are
-// accepted, to equal values, apart from nesting deeper than MaxDepth, which
-// only Decode rejects. It also checks that DecodePrefix, Skip and Object
+// accepted, to equal values, apart from nesting deeper than MaxDepth and
+// strings that are not Unicode text, which only Decode rejects. It also checks that DecodePrefix, Skip and Object
 // agree with Decode, and that Append encodes what Decode returns as
 // encoding/json does.
 func FuzzDecode(f *testing.F) {
@@ -56,6 +58,8 @@ func checkDecode(t *testing.T, s string) {
 	switch {
 	case err != nil && se.Msg == msgDepth:
 		checkTooDeep(t, s, se.Offset)
+	case err != nil && (se.Msg == msgUTF8 || se.Msg == msgSurrogate):
+		checkNotText(t, s, se)
 	case (err == nil) != (wantErr == nil):
 		t.Fatalf("Decode(%q) error = %v, encoding/json error = %v", s, err, wantErr)
 	case err == nil:
@@ -207,6 +211,35 @@ func checkTooDeep(t *testing.T, s string, off int) {
 	}
 	if depth != MaxDepth+1 || dec.InputOffset() != int64(off+1) {
 		t.Fatalf("Decode(%q) reports nesting at offset %d, encoding/json reads depth %d up to %d", s, off, depth, dec.InputOffset())
+	}
+}
+
+// checkNotText checks an error for a string that is not Unicode text at
+// s[se.Offset]: a byte that does not start valid UTF-8, or a \u escape of a
+// surrogate that no \u escape of a low surrogate follows at once.
+func checkNotText(t *testing.T, s string, se *SyntaxError) {
+	t.Helper()
+	off := se.Offset
+	switch se.Msg {
+	case msgUTF8:
+		if r, size := utf8.DecodeRuneInString(s[off:]); r != utf8.RuneError || size != 1 {
+			t.Fatalf("Decode(%q) reports invalid UTF-8 at offset %d, where %q starts", s, off, s[off:min(off+4, len(s))])
+		}
+	case msgSurrogate:
+		hex := func(at int) (rune, bool) {
+			if at+6 > len(s) || s[at] != '\\' || s[at+1] != 'u' {
+				return 0, false
+			}
+			r, err := strconv.ParseUint(s[at+2:at+6], 16, 16)
+			return rune(r), err == nil
+		}
+		r, ok := hex(off)
+		if !ok || !utf16.IsSurrogate(r) {
+			t.Fatalf("Decode(%q) reports a surrogate at offset %d, where %q starts", s, off, s[off:min(off+6, len(s))])
+		}
+		if lo, ok := hex(off + 6); ok && r < 0xdc00 && lo >= 0xdc00 && lo < 0xe000 {
+			t.Fatalf("Decode(%q) reports a surrogate at offset %d, which is half of a pair", s, off)
+		}
 	}
 }
 
