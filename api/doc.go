@@ -21,7 +21,7 @@
 //	DELETE /v1/{kind}/{id}               rules:write     delete (204)
 //	GET    /v1/{kind}/{id}/versions      rules:read      the item in each version where it changed
 //	POST   /v1/{kind}/{id}/rollback      rules:write     {"version": n}: the item as in n (absent in n: deleted)
-//	POST   /v1/rules:validate            rules:test      every error with path, line, column
+//	POST   /v1/rules:validate            rules:test      a document, or one item ({"rule": …}) in the live one: every error positioned
 //	POST   /v1/rules:backtest            rules:test      candidate ruleset or item over events
 //	GET    /v1/audit                     audit:read      versions with item-level changes, newest first
 //	POST   /v1/decisions?stream=         decisions:write decide one event

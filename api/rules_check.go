@@ -16,14 +16,34 @@ import (
 	"github.com/vigil-cep/vigil/rules"
 )
 
-// validate is POST /v1/rules:validate: load a document and report every
-// mistake with its position.
+// validate is POST /v1/rules:validate: load a document, or one item in the
+// context of the current document, and report every mistake with its
+// position.
+//
+// The body is a whole document (JSON or YAML), or one candidate item in the
+// shape backtest takes it: {"rule": {"name": …, …}} (likewise "stream",
+// "window", …). The item is merged into the current version's document,
+// replacing the item of that name, and the result is loaded, so that it is
+// checked against the live streams, fields and other items; the positions
+// of its errors are those of the merged document, re-encoded as for item
+// edits, and their paths and snippets name the item.
 func (h *Handler) validate(w http.ResponseWriter, r *http.Request) {
-	body, _, ok := h.readBody(w, r, h.maxBody, jsonOrYAML)
+	body, f, ok := h.readBody(w, r, h.maxBody, jsonOrYAML)
 	if !ok {
 		return
 	}
-	if _, err := rules.Load(body); err != nil {
+	doc := body
+	var against *int64 // the live version an item was checked against
+	if k, raw, isItem, ok := h.validateItem(w, r, body, f); !ok {
+		return
+	} else if isItem {
+		var cur *Version
+		if doc, cur, ok = h.mergeCandidate(w, r, k, raw); !ok {
+			return
+		}
+		against = &cur.Number
+	}
+	if _, err := rules.Load(doc); err != nil {
 		if list, ok := asErrorList(err); ok {
 			h.invalidDocument(w, r, list)
 			return
@@ -31,7 +51,45 @@ func (h *Handler) validate(w http.ResponseWriter, r *http.Request) {
 		h.problem(w, r, http.StatusUnprocessableEntity, probInvalidRuleset, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"valid": true})
+	writeJSON(w, http.StatusOK, validation{Valid: true, Version: against})
+}
+
+// validation is the answer of POST /v1/rules:validate.
+type validation struct {
+	Valid bool `json:"valid"`
+	// Version is the live version a single item was checked against.
+	Version *int64 `json:"version,omitempty"`
+}
+
+// validateItem tells a single candidate item from a document: a mapping
+// whose keys include an item kind's singular ("rule") is an item, and then
+// must hold only that key, with an object. On failure it has answered 400.
+func (h *Handler) validateItem(w http.ResponseWriter, r *http.Request, body []byte, f format) (k rulesdoc.Kind, item map[string]any, isItem, ok bool) {
+	var top map[string]any
+	if f == formatJSON {
+		var v any
+		if decodeJSON(body, &v, false) != nil {
+			return k, nil, false, true // not JSON: rules.Load says where
+		}
+		top, _ = rulesdoc.Normalize(v).(map[string]any)
+	} else if doc, err := rulesdoc.Parse(body); err == nil {
+		top = doc
+	}
+	i := slices.IndexFunc(h.kinds, func(c rulesdoc.Kind) bool { _, ok := top[c.Singular]; return ok })
+	if i < 0 {
+		return k, nil, false, true
+	}
+	k = h.kinds[i]
+	if len(top) != 1 {
+		h.problem(w, r, http.StatusBadRequest, probBadRequest, fmt.Sprintf(`send one candidate item, {%q: {"name": …, …}}, and nothing else; or a whole document`, k.Singular))
+		return k, nil, false, false
+	}
+	item, _ = top[k.Singular].(map[string]any)
+	if item == nil {
+		h.problem(w, r, http.StatusBadRequest, probBadRequest, fmt.Sprintf("%s must be an object (the item's fields and its name)", k.Singular))
+		return k, nil, false, false
+	}
+	return k, item, true, true
 }
 
 // Backtest limits.
@@ -111,7 +169,11 @@ func (h *Handler) backtest(w http.ResponseWriter, r *http.Request) {
 		h.problem(w, r, http.StatusBadRequest, probBadRequest, `name a candidate: {"ruleset": …} or {"rule": {"name": …, …}}`)
 		return
 	case itemKind != nil:
-		if candidate, ok = h.mergeCandidate(w, r, *itemKind, itemRaw); !ok {
+		item, ok := h.decodeItem(w, r, itemRaw, formatJSON)
+		if !ok {
+			return
+		}
+		if candidate, _, ok = h.mergeCandidate(w, r, *itemKind, item); !ok {
 			return
 		}
 	}
@@ -166,30 +228,28 @@ func backtestEvents(raw json.RawMessage) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// mergeCandidate puts one candidate item into the current document.
-func (h *Handler) mergeCandidate(w http.ResponseWriter, r *http.Request, k rulesdoc.Kind, raw json.RawMessage) ([]byte, bool) {
-	item, ok := h.decodeItem(w, r, raw, formatJSON)
-	if !ok {
-		return nil, false
-	}
+// mergeCandidate puts one candidate item into the current document and
+// returns the result and the version it was merged into. On failure it has
+// answered.
+func (h *Handler) mergeCandidate(w http.ResponseWriter, r *http.Request, k rulesdoc.Kind, item map[string]any) ([]byte, *Version, bool) {
 	name, ok := h.takeName(w, r, k, item, "")
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	cur, ok := h.current(w, r)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	doc, err := rulesdoc.Parse(cur.Document)
 	if err != nil {
 		h.problem(w, r, http.StatusInternalServerError, probInternal, fmt.Sprintf("the current version %d does not parse", cur.Number))
-		return nil, false
+		return nil, nil, false
 	}
 	doc.Set(k.Plural, name, item)
 	src, err := doc.Encode()
 	if err != nil {
 		h.problem(w, r, http.StatusBadRequest, probBadRequest, err.Error())
-		return nil, false
+		return nil, nil, false
 	}
-	return src, true
+	return src, cur, true
 }
