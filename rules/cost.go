@@ -61,10 +61,11 @@ type shape struct {
 
 var scalar = &shape{bytes: 24, why: "a scalar"}
 
-// within is any JSON value of at most n bytes of text: a string of n bytes,
-// a list of n/2 elements (each "0,"), nested likewise.
+// within is any JSON value of at most n bytes of text: a string of n bytes
+// (which predicates iterate byte by byte, as runes), a list of n/2 elements
+// (each "0,"), nested likewise.
 func within(n float64, why string) *shape {
-	s := &shape{bytes: n, items: n / 2, why: why}
+	s := &shape{bytes: n, items: n, why: why}
 	s.elem = s
 	return s
 }
@@ -74,10 +75,25 @@ func (s *shape) text() float64 {
 	if s == nil {
 		return scalar.bytes
 	}
-	if s.elem == nil || s.elem == s {
+	if s.elem == s {
+		return s.bytes // within: the bound is on the text
+	}
+	if s.elem == nil {
 		return max(s.bytes, s.items*2)
 	}
 	return max(s.bytes, s.items*(s.elem.text()+1))
+}
+
+// count is how many elements iterating s may visit: a list's or map's
+// elements, or a string's bytes (expr iterates a string's runes).
+func (s *shape) count() float64 {
+	if s == nil {
+		return 0
+	}
+	if s.elem == nil && s.items == 0 {
+		return s.bytes
+	}
+	return s.items
 }
 
 func (s *shape) element() *shape {
@@ -131,9 +147,7 @@ type estimator struct {
 // checkCost refuses s when its compiled tree may cost more than the
 // ruleset's budget per evaluation, naming the innermost expensive part.
 func (c *compiler) checkCost(s *exprSource, tree ast.Node) error {
-	w := &estimator{c: c, s: s, budget: c.budget(), vars: map[string]*shape{}}
-	w.field = within(c.fieldBytes(s.stream), c.fieldWhy(s.stream))
-	total := w.walk(tree)
+	w, total := c.estimate(s, tree)
 	if w.err != nil {
 		return w.err
 	}
@@ -149,6 +163,13 @@ func (c *compiler) checkCost(s *exprSource, tree ast.Node) error {
 	}
 	return c.at(s, at.Location().From, fmt.Errorf("expression may cost %s units per evaluation, over the budget of %s (limits.cost; a unit is about 10 ns): %s",
 		units(total.cost), units(w.budget), why))
+}
+
+// estimate walks tree, the compiled form of s.
+func (c *compiler) estimate(s *exprSource, tree ast.Node) (*estimator, estimate) {
+	w := &estimator{c: c, s: s, budget: c.budget(), vars: map[string]*shape{}}
+	w.field = within(c.fieldBytes(s.stream), c.fieldWhy(s.stream))
+	return w, w.walk(tree)
 }
 
 // budget is the document's limits.cost, or the default.
@@ -366,7 +387,7 @@ func (w *estimator) binary(n *ast.BinaryNode) estimate {
 			return estimate{base + 1, scalar} // the optimizer made it a set lookup
 		}
 		items := r.sh.element()
-		return estimate{base + r.sh.items*(2+min(l.sh.text(), items.text())/256), scalar}
+		return estimate{base + r.sh.count()*(2+min(l.sh.text(), items.text())/256), scalar}
 	case "contains", "startsWith", "endsWith":
 		return estimate{base + l.sh.text()/64, scalar}
 	case "matches":
@@ -622,53 +643,54 @@ func (w *estimator) builtin(n *ast.BuiltinNode) (estimate, string) {
 
 // loop estimates a builtin that runs a predicate per element of its first
 // argument: the predicate's cost counts once per element.
-func (w *estimator) loop(n *ast.BuiltinNode) (estimate, string) {
-	coll := w.walk(n.Arguments[0])
+func (w *estimator) loop(call *ast.BuiltinNode) (estimate, string) {
+	coll := w.walk(call.Arguments[0])
+	n := coll.sh.count()
 	elem := coll.sh.element()
 	w.ptrs = append(w.ptrs, elem)
 	var acc estimate
-	if n.Name == "reduce" {
-		if len(n.Arguments) > 2 {
-			acc = w.walk(n.Arguments[2])
+	if call.Name == "reduce" {
+		if len(call.Arguments) > 2 {
+			acc = w.walk(call.Arguments[2])
 		}
 		// The accumulator can grow with every element it takes in.
-		w.accs = append(w.accs, union(acc.sh, within(coll.sh.items*elem.text()+acc.sh.text(), "an accumulator")))
+		w.accs = append(w.accs, union(acc.sh, within(n*elem.text()+acc.sh.text(), "an accumulator")))
 	}
-	body := w.walk(n.Arguments[1])
+	body := w.walk(call.Arguments[1])
 	var mapped estimate
-	if n.Map != nil { // filter and map fused by the optimizer
+	if call.Map != nil { // filter and map fused by the optimizer
 		w.ptrs[len(w.ptrs)-1] = elem
-		mapped = w.walk(n.Map)
+		mapped = w.walk(call.Map)
 	}
 	w.ptrs = w.ptrs[:len(w.ptrs)-1]
-	if n.Name == "reduce" {
+	if call.Name == "reduce" {
 		w.accs = w.accs[:len(w.accs)-1]
 	}
 	per := body.cost + mapped.cost + 1
-	cost := coll.cost + acc.cost + coll.sh.items*per + 2
+	cost := coll.cost + acc.cost + n*per + 2
 	var sh *shape = scalar
-	switch n.Name {
+	switch call.Name {
 	case "filter":
-		cost += coll.sh.items
+		cost += n
 		sh = coll.sh
-		if n.Map != nil {
-			sh = &shape{items: coll.sh.items, elem: mapped.sh, why: coll.sh.why}
+		if call.Map != nil {
+			sh = &shape{items: n, elem: mapped.sh, why: coll.sh.why}
 		}
 	case "map":
-		cost += coll.sh.items
-		sh = &shape{items: coll.sh.items, elem: body.sh, why: coll.sh.why}
+		cost += n
+		sh = &shape{items: n, elem: body.sh, why: coll.sh.why}
 	case "find", "findLast":
 		sh = elem
 	case "groupBy":
-		cost += 3 * coll.sh.items
-		sh = &shape{items: coll.sh.items, elem: coll.sh, why: coll.sh.why}
+		cost += 3 * n
+		sh = &shape{items: n, elem: coll.sh, why: coll.sh.why}
 	case "sortBy":
-		cost += coll.sh.items * 3 * log2(coll.sh.items)
+		cost += n * 3 * log2(n)
 		sh = coll.sh
 	case "reduce":
 		sh = union(body.sh, acc.sh)
 	}
-	return estimate{cost, sh}, fmt.Sprintf("%s() runs its predicate once per element of %s, %s units each", n.Name, coll.sh.why, units(per))
+	return estimate{cost, sh}, fmt.Sprintf("%s() runs its predicate once per element of %s, %s units each", call.Name, coll.sh.why, units(per))
 }
 
 func log2(n float64) float64 { return math.Log2(max(n, 2)) }

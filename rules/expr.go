@@ -107,6 +107,9 @@ func (c *compiler) options(s *exprSource, ctx *Context, refs *[]historyRef) []ex
 		expr.Timezone("UTC"),
 		expr.Function(fieldFunc, fetchField, new(func(any, string) any)),
 	}
+	if c.rs.noOptimize {
+		opts = append(opts, expr.Optimize(false))
+	}
 	if s.scope == scopeJoin {
 		opts = append(opts, expr.Env(map[string]any{"left": map[string]any{}, "right": map[string]any{}}))
 	} else if st.fields != nil && !s.untyped {

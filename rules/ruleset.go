@@ -45,6 +45,7 @@ type Ruleset struct {
 	joinOrder    []string // join names, likewise
 	noFeatures   bool
 	maxRecord    float64 // the record limit the cost bound assumes (cost.go)
+	noOptimize   bool    // compile without expr's optimizer (FuzzCostBound)
 }
 
 // Stream is a compiled stream declaration.
