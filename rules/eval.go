@@ -39,6 +39,7 @@ type Evaluator struct {
 
 	partial     cep.Partial // the partial match a step condition is extending
 	partialOf   *Pattern
+	seq         uint64 // rule evaluations marked on the guard (guard.go)
 	condErrors  int64
 	lastCondErr string
 }
@@ -298,9 +299,14 @@ func (e *Evaluator) WindowArgs(w int, v Fields, args []any) (keep bool, err erro
 	return true, nil
 }
 
-// When reports whether rule r matches the event v.
+// When reports whether rule r matches the event v. With a Guard
+// (SetGuard), an evaluation it stopped fails with ErrStopped.
 func (e *Evaluator) When(r int, v Fields) (bool, error) {
+	e.begin(r)
 	out, err := e.run(e.when[r], v)
+	if stop := e.ctx.check(); stop != nil {
+		return false, e.stoppedRule(r) // whatever the VM made of the stop
+	}
 	if err != nil {
 		return false, err
 	}
@@ -315,6 +321,9 @@ func (e *Evaluator) Reason(r int, v Fields) (string, error) {
 		return "", nil
 	}
 	out, err := e.run(p, v)
+	if stop := e.ctx.check(); stop != nil {
+		return "", e.stoppedRule(r)
+	}
 	if err != nil {
 		return "", err
 	}

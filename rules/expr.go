@@ -49,6 +49,9 @@ type Context struct {
 	// History returns the current key's events of stream with event time in
 	// [t - window, t], t being the current event's time, in time order.
 	History func(stream int, window int64) []Past
+
+	guard *Guard // nil: evaluations are not watched (guard.go)
+	mark  uint64 // the rule evaluation under way, as marked on guard
 }
 
 // Past is one past event of a key as history() reads it: its event time,
@@ -105,7 +108,12 @@ func (c *compiler) options(s *exprSource, ctx *Context, refs *[]historyRef) []ex
 		expr.DisableBuiltin("now"), // time is event time: decisions must replay identically
 		expr.MaxNodes(MaxExprNodes),
 		expr.Timezone("UTC"),
-		expr.Function(fieldFunc, fetchField, new(func(any, string) any)),
+		expr.Function(fieldFunc, func(args ...any) (any, error) {
+			if err := ctx.check(); err != nil {
+				return nil, err
+			}
+			return fetchField(args...)
+		}, new(func(any, string) any)),
 	}
 	if c.rs.noOptimize {
 		opts = append(opts, expr.Optimize(false))
@@ -133,12 +141,20 @@ func (c *compiler) options(s *exprSource, ctx *Context, refs *[]historyRef) []ex
 		}, new(func() int64)))
 	case scopeStep:
 		opts = append(opts,
-			expr.Function(matchFunc, func(...any) (any, error) { return ctx.Match(), nil }, new(func() map[string]any)),
+			expr.Function(matchFunc, func(...any) (any, error) {
+				if err := ctx.check(); err != nil {
+					return nil, err
+				}
+				return ctx.Match(), nil
+			}, new(func() map[string]any)),
 			expr.Patch(matchPatcher{}))
 	case scopeRule:
 		feats := featureFuncs(ctx)
 		opts = append(opts,
 			expr.Function("history", func(args ...any) (any, error) {
+				if err := ctx.check(); err != nil {
+					return nil, err
+				}
 				past := ctx.History(args[0].(int), int64(args[1].(int)))
 				rows := make([]any, len(past))
 				for i := range past {

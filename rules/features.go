@@ -338,7 +338,15 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 	marks := func(args []any) ([]Past, int) {
 		return ctx.History(args[0].(int), int64(args[1].(int))), args[2].(int)
 	}
-	return map[string]func(args ...any) (any, error){
+	stop := func(f func(args ...any) (any, error)) func(args ...any) (any, error) {
+		return func(args ...any) (any, error) {
+			if err := ctx.check(); err != nil {
+				return nil, err
+			}
+			return f(args...)
+		}
+	}
+	fns := map[string]func(args ...any) (any, error){
 		fnCount: func(args ...any) (any, error) {
 			ms, k := marks(args)
 			threshold, n := args[3].(int), 0
@@ -395,6 +403,10 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 			return d.len(), nil
 		},
 	}
+	for name, f := range fns {
+		fns[name] = stop(f) // a Guard's stop ends a slow rule at its next feature (guard.go)
+	}
+	return fns
 }
 
 // distinctSet counts distinct values as expr's uniq() would (runtime.Equal),

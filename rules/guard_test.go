@@ -1,0 +1,59 @@
+package rules
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestGuardStops stops a rule evaluation from inside it, as a watchdog on
+// another goroutine would: the evaluation fails at its next field read with
+// ErrStopped naming the rule, and the next evaluation runs as usual.
+func TestGuardStops(t *testing.T) {
+	rs, err := Load([]byte("streams:\n  tx: {key: u, time: ts, id: id, decide: true, max_history: 100}\n" +
+		"rules:\n  slow: {stream: tx, action: block, when: 'any(history(\"tx\", \"1h\"), .s == s + \"!\")'}\n" +
+		"  cheap: {stream: tx, action: block, when: 's == \"x\"'}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Guard{}
+	var stopNext bool
+	past := []Past{{Value: map[string]any{"s": "a"}}, {Value: map[string]any{"s": "b"}}}
+	ev, err := rs.NewEvaluator(func(int, int64) []Past {
+		if stopNext {
+			g.Stop(g.Running()) // the watchdog's view: this evaluation runs too long
+		}
+		return past
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.SetGuard(g)
+	slow, cheap := 1, 0 // rules are ordered by name
+	if rs.Rules[slow].Name != "slow" {
+		t.Fatalf("rule order: %s", rs.Rules[slow].Name)
+	}
+	fields := MapFields(map[string]any{"s": "a"})
+	if ok, err := ev.When(slow, fields); ok || err != nil {
+		t.Fatalf("unstopped: got %v, %v", ok, err)
+	}
+	stopNext = true
+	_, err = ev.When(slow, fields)
+	if !errors.Is(err, ErrStopped) || err.Error() != "rule slow: stopped: the evaluation ran longer than the rule time limit" {
+		t.Fatalf("stopped: got %v", err)
+	}
+	if m := g.Running(); m.Rule() != slow {
+		t.Errorf("Running names rule %d, want %d", m.Rule(), slow)
+	}
+	stopNext = false
+	if ok, err := ev.When(cheap, MapFields(map[string]any{"s": "x"})); !ok || err != nil {
+		t.Fatalf("the next evaluation: got %v, %v", ok, err)
+	}
+	ev.Idle()
+	if g.Running() != 0 {
+		t.Error("Idle left a running mark")
+	}
+	g.StopAll()
+	if _, err := ev.When(cheap, MapFields(map[string]any{"s": "x"})); !errors.Is(err, ErrStopped) {
+		t.Fatalf("after StopAll: got %v", err)
+	}
+}
