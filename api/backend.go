@@ -24,7 +24,8 @@ type Backend interface {
 	// Publish validates doc (YAML or JSON) and publishes it as the version
 	// after expect; every instance switches to it without a restart. It
 	// returns ErrVersionConflict when the current version is not expect (a
-	// concurrent change), or a rules.ErrorList when doc does not load.
+	// concurrent change), a rules.ErrorList when doc does not load, or a
+	// *TooLargeError when it cannot be stored.
 	Publish(ctx context.Context, doc []byte, expect int64, change Change) (*Version, error)
 
 	// Decide evaluates one event of a decide: true stream at once against
@@ -56,6 +57,17 @@ var (
 	ErrNotOwner        = errors.New("another instance owns this key")
 	ErrBadEvent        = errors.New("the event cannot be decided") // no key, time or id; not a deciding stream
 )
+
+// TooLargeError is what Publish returns when a document cannot be stored:
+// its record exceeds the store's limit (the rules topic's max.message.bytes).
+// The API answers 413 naming the limit.
+type TooLargeError struct {
+	Limit int64 // bytes; 0 when the store could not say
+	Err   error // the store's explanation, shown to the client
+}
+
+func (e *TooLargeError) Error() string { return e.Err.Error() }
+func (e *TooLargeError) Unwrap() error { return e.Err }
 
 // Change says who made a ruleset change and why (the audit log).
 type Change struct {

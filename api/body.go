@@ -92,7 +92,8 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, limit int64, 
 
 func (h *Handler) tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
 	w.Header().Set("Connection", "close") // do not read the rest of a huge body
-	h.problem(w, r, http.StatusRequestEntityTooLarge, probTooLarge, fmt.Sprintf("the body is larger than %d bytes", limit))
+	h.writeProblem(w, r, &problem{Type: probTooLarge.uri, Title: probTooLarge.title, Status: http.StatusRequestEntityTooLarge,
+		Detail: fmt.Sprintf("the body is larger than %d bytes", limit), MaxBytes: &limit})
 }
 
 // jsonObjectStart reports whether body's first non-space byte opens an object.

@@ -79,6 +79,12 @@
 // edits the positions are in the re-encoded JSON document. ?comment= on a
 // write is the change's comment in the audit log.
 //
+// The service stores each version whole in one record of its rules topic,
+// compressed (kafka.RulesetTooLargeError): a document whose record does not
+// fit the topic's max.message.bytes even so is 413 ruleset-too-large, with
+// max_bytes, and nothing is published; this holds for PUT /v1/ruleset and
+// every item write (create, replace, delete, mode changes, rollback) alike.
+//
 // An item is shown as its fields plus "name". In a body, "name" names the
 // item; "id" may too, except for streams, whose "id" is the event id
 // expression. A rule's mode is draft, shadow, active or disabled, as
@@ -88,7 +94,7 @@
 //
 // Every error is application/problem+json (RFC 9457) with type, title,
 // status, detail, instance (the request path) and request_id; 422 adds
-// errors, 412 current_version. Types:
+// errors, 412 current_version, 413 max_bytes. Types:
 //
 //	urn:vigil:problem:bad-request             400
 //	urn:vigil:problem:malformed-json          400
@@ -99,7 +105,8 @@
 //	urn:vigil:problem:conflict                409 (item exists; no deciding stream)
 //	urn:vigil:problem:id-conflict             409 (decision id with another body)
 //	urn:vigil:problem:version-mismatch        412
-//	urn:vigil:problem:body-too-large          413
+//	urn:vigil:problem:body-too-large          413 (max_bytes: the body limit)
+//	urn:vigil:problem:ruleset-too-large       413 (max_bytes: the rules topic's limit)
 //	urn:vigil:problem:unsupported-media-type  415
 //	urn:vigil:problem:invalid-ruleset         422
 //	urn:vigil:problem:if-match-required       428

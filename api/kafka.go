@@ -54,6 +54,9 @@ func (b ServiceBackend) Publish(ctx context.Context, doc []byte, expect int64, c
 	if errors.Is(err, kafka.ErrVersionConflict) {
 		return nil, ErrVersionConflict
 	}
+	if tl := (*kafka.RulesetTooLargeError)(nil); errors.As(err, &tl) {
+		return nil, &TooLargeError{Limit: tl.Limit, Err: err}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,7 @@ type memBackend struct {
 		}
 		entityQuery  EntityQuery
 		entityKey    string // the key last asked for, exactly
+		storeLimit   int    // > 0: Publish refuses larger documents (TooLargeError)
 		failVersions error
 	}
 }
@@ -86,6 +87,9 @@ func (b *memBackend) Publish(ctx context.Context, doc []byte, expect int64, chan
 	rs, err := rules.Load(doc)
 	if err != nil {
 		return nil, fmt.Errorf("publish: %w", err)
+	}
+	if b.mu.storeLimit > 0 && len(doc) > b.mu.storeLimit {
+		return nil, &TooLargeError{Limit: int64(b.mu.storeLimit), Err: fmt.Errorf("the document is %d bytes, more than the store takes (%d)", len(doc), b.mu.storeLimit)}
 	}
 	n := int64(len(b.mu.versions)) + 1
 	v := &Version{Number: n, Digest: rs.Version, Document: bytes.Clone(doc), Time: memEpoch.Add(time.Duration(n) * time.Minute), Change: change}

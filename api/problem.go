@@ -27,6 +27,7 @@ var (
 	probIDConflict      = problemType{"urn:vigil:problem:id-conflict", "Decision id already used with another body"}
 	probPrecondition    = problemType{"urn:vigil:problem:version-mismatch", "Ruleset version mismatch"}
 	probTooLarge        = problemType{"urn:vigil:problem:body-too-large", "Request body too large"}
+	probRulesetTooLarge = problemType{"urn:vigil:problem:ruleset-too-large", "Ruleset too large to store"}
 	probMediaType       = problemType{"urn:vigil:problem:unsupported-media-type", "Unsupported media type"}
 	probInvalidRuleset  = problemType{"urn:vigil:problem:invalid-ruleset", "Invalid ruleset document"}
 	probPreconditionReq = problemType{"urn:vigil:problem:if-match-required", "If-Match required"}
@@ -49,6 +50,9 @@ type problem struct {
 	Errors []documentError `json:"errors,omitempty"`
 	// CurrentVersion is the ruleset's version when an If-Match failed (412).
 	CurrentVersion *int64 `json:"current_version,omitempty"`
+	// MaxBytes is the limit a 413 exceeded: the body's, or the rules
+	// topic's for a version's record.
+	MaxBytes *int64 `json:"max_bytes,omitempty"`
 }
 
 // documentError is one rules.CompileError as the API shows it.
@@ -121,6 +125,15 @@ func (h *Handler) invalidDocument(w http.ResponseWriter, r *http.Request, list r
 func (h *Handler) backendError(w http.ResponseWriter, r *http.Request, what string, err error) {
 	if list, ok := asErrorList(err); ok {
 		h.invalidDocument(w, r, list)
+		return
+	}
+	if tl := (*TooLargeError)(nil); errors.As(err, &tl) {
+		p := &problem{Type: probRulesetTooLarge.uri, Title: probRulesetTooLarge.title,
+			Status: http.StatusRequestEntityTooLarge, Detail: tl.Error()}
+		if tl.Limit > 0 {
+			p.MaxBytes = &tl.Limit
+		}
+		h.writeProblem(w, r, p)
 		return
 	}
 	switch {

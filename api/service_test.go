@@ -27,6 +27,13 @@ rules:
 
 func realService(t *testing.T) *httptest.Server {
 	t.Helper()
+	srv, _ := realServiceBroker(t)
+	return srv
+}
+
+// realServiceBroker is realService that also returns the broker's address.
+func realServiceBroker(t *testing.T) (*httptest.Server, string) {
+	t.Helper()
 	b, err := kafka.StartBroker(kafka.BrokerConfig{Listen: "127.0.0.1:0", Partitions: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +69,7 @@ func realService(t *testing.T) *httptest.Server {
 		}
 		time.Sleep(100 * time.Millisecond) // waiting for the group to assign
 	}
-	return srv
+	return srv, b.Addr()
 }
 
 func call(t *testing.T, srv *httptest.Server, token, method, path, ctype, body string, hdr ...string) (int, string, http.Header) {

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/vigil-cep/vigil/rules"
 )
@@ -28,6 +30,74 @@ import (
 // refused. Every instance applies the same rule to the same log, so all
 // agree on the history without a coordinator; a publisher learns whether
 // its proposal won by reading the log up to it.
+//
+// A record holds its whole document, so its size is bounded by the topic's
+// max.message.bytes, which a broker checks against the compressed batch.
+// Proposals are compressed with zstd (gzip on brokers older than Kafka
+// 2.1): documents are text and shrink several times, so that what the REST
+// API takes (a 1 MiB body, which item edits re-encode as indented JSON,
+// larger) fits the default limit of 1 MiB. A record that still does not fit
+// is refused with a RulesetTooLargeError naming the limit; nothing is
+// published.
+
+// rulesRecordMaxBytes bounds a proposal's record before compression (the
+// client refuses larger ones itself). The broker's limit applies after
+// compression, so this only has to stay above what any document rules.Load
+// accepts (rules.MaxDocumentBytes, 4 MiB) can encode to: a JSON string
+// escapes a byte into at most 6.
+const rulesRecordMaxBytes = 32 << 20
+
+// rulesProducerOpts are the options of a client that proposes versions.
+func rulesProducerOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.ProducerBatchCompression(kgo.ZstdCompression(), kgo.GzipCompression()),
+		kgo.ProducerBatchMaxBytes(rulesRecordMaxBytes),
+	}
+}
+
+// RulesetTooLargeError is returned by Publish and PushRules when a
+// version's record does not fit the rules topic: the broker refused it as
+// larger than the topic's max.message.bytes, even compressed. Nothing was
+// published.
+type RulesetTooLargeError struct {
+	Topic string
+	Bytes int   // the record's size before compression
+	Limit int64 // the topic's max.message.bytes as the broker reports it; 0 if it could not be read
+	Err   error // the refusal (kerr.MessageTooLarge)
+}
+
+func (e *RulesetTooLargeError) Error() string {
+	limit := "the topic's limit (max.message.bytes)"
+	if e.Limit > 0 {
+		limit = fmt.Sprintf("the topic's limit of %d bytes (max.message.bytes)", e.Limit)
+	}
+	return fmt.Sprintf("the ruleset is too large for %s: its record is %d bytes before compression and exceeds %s "+
+		"even compressed; make the document smaller, or raise max.message.bytes of %s", e.Topic, e.Bytes, limit, e.Topic)
+}
+
+func (e *RulesetTooLargeError) Unwrap() error { return e.Err }
+
+// topicMaxMessageBytes reads a topic's max.message.bytes (the broker's
+// default when the topic does not set it).
+func topicMaxMessageBytes(ctx context.Context, adm *kadm.Client, topic string) (int64, error) {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "max.message.bytes" && c.Value != nil {
+			return strconv.ParseInt(*c.Value, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("topic %s reports no max.message.bytes", topic)
+}
 
 // RulesetVersion is one accepted version of the ruleset document.
 type RulesetVersion struct {
@@ -181,6 +251,11 @@ func propose(ctx context.Context, cl *kgo.Client, topic string, base int64, doc 
 	r, err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Key: []byte(key), Value: val,
 		Headers: []kgo.RecordHeader{{Key: "version", Value: fmt.Appendf(nil, "%d", v.Number)},
 			{Key: "digest", Value: []byte(rs.Version)}}}).First()
+	if errors.Is(err, kerr.MessageTooLarge) {
+		tl := &RulesetTooLargeError{Topic: topic, Bytes: len(key) + len(val), Err: err}
+		tl.Limit, _ = topicMaxMessageBytes(ctx, kadm.NewClient(cl), topic) // the message says so without it
+		return "", 0, tl
+	}
 	if err != nil {
 		return "", 0, fmt.Errorf("publish on %s: %w", topic, err)
 	}
@@ -189,13 +264,14 @@ func propose(ctx context.Context, cl *kgo.Client, topic string, base int64, doc 
 
 // PushRules publishes doc as the next version of the ruleset on the rules
 // topic (vigil rules push). A document that does not load is refused with
-// every error and nothing is published.
+// every error, one that does not fit the topic with a
+// *RulesetTooLargeError; nothing is published then.
 func PushRules(ctx context.Context, brokers []string, topic string, doc []byte, author, comment string) (*RulesetVersion, error) {
 	rs, err := rules.Load(doc)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
+	cl, err := kgo.NewClient(append(rulesProducerOpts(), kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))...)
 	if err != nil {
 		return nil, err
 	}

@@ -223,7 +223,7 @@ func (s *Service) openCheckpoints(ctx context.Context) (state.Backend, error) {
 // loadRules reads the rules topic's history; an empty topic is seeded.
 func (s *Service) loadRules(ctx context.Context, seed []byte, seedExplicit bool) (*rules.Ruleset, error) {
 	topic := s.cfg.Topics.Rules
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.cfg.Brokers...))
+	cl, err := kgo.NewClient(append(rulesProducerOpts(), kgo.SeedBrokers(s.cfg.Brokers...))...)
 	if err != nil {
 		return nil, err
 	}
