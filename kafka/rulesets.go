@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/vigil-cep/vigil/internal/rulesdoc"
 	"github.com/vigil-cep/vigil/rules"
 )
 
@@ -171,6 +172,16 @@ func (l *rulesLog) current() *RulesetVersion {
 	return l.versions[len(l.versions)-1]
 }
 
+// version returns accepted version n, or nil.
+func (l *rulesLog) version(n int64) *RulesetVersion {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n < 1 || n > int64(len(l.versions)) {
+		return nil
+	}
+	return l.versions[n-1]
+}
+
 func (l *rulesLog) all() []*RulesetVersion {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -262,11 +273,31 @@ func propose(ctx context.Context, cl *kgo.Client, topic string, base int64, doc 
 	return key, r.Offset, nil
 }
 
-// PushRules publishes doc as the next version of the ruleset on the rules
-// topic (vigil rules push). A document that does not load is refused with
-// every error, one that does not fit the topic with a
-// *RulesetTooLargeError; nothing is published then.
-func PushRules(ctx context.Context, brokers []string, topic string, doc []byte, author, comment string) (*RulesetVersion, error) {
+// ReadRules returns the accepted versions on the rules topic, oldest first
+// (none when nothing was published): what a service starting now would
+// load. It creates the topic when it is missing.
+func ReadRules(ctx context.Context, brokers []string, topic string) ([]*RulesetVersion, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	l, err := readRulesLog(ctx, brokers, kadm.NewClient(cl), topic)
+	if err != nil {
+		return nil, err
+	}
+	return l.all(), nil
+}
+
+// PushRules publishes doc as the version after expect on the rules topic
+// (vigil rules push), as Publish does in the service: it returns an error
+// wrapping ErrVersionConflict when the current version is not expect (0: the
+// topic is empty), or when another proposal wins the race, so that a
+// document based on an older version never silently replaces the changes
+// made since. A document that does not load is refused with every error,
+// one that does not fit the topic with a *RulesetTooLargeError; nothing is
+// published then.
+func PushRules(ctx context.Context, brokers []string, topic string, doc []byte, expect int64, author, comment string) (*RulesetVersion, error) {
 	rs, err := rules.Load(doc)
 	if err != nil {
 		return nil, err
@@ -277,25 +308,25 @@ func PushRules(ctx context.Context, brokers []string, topic string, doc []byte, 
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	for range 5 { // retried only when another publisher wins the race
-		l, err := readRulesLog(ctx, brokers, adm, topic)
-		if err != nil {
-			return nil, err
-		}
-		base := int64(len(l.versions))
-		key, off, err := propose(ctx, cl, topic, base, doc, rs, author, comment)
-		if err != nil {
-			return nil, err
-		}
-		l, err = readRulesLog(ctx, brokers, adm, topic)
-		if err != nil {
-			return nil, err
-		}
-		if v, err := l.outcome(ctx, off, key); err == nil {
-			return v, nil
-		}
+	l, err := readRulesLog(ctx, brokers, adm, topic)
+	if err != nil {
+		return nil, err
 	}
-	return nil, ErrVersionConflict
+	if cur := int64(len(l.versions)); cur != expect {
+		return nil, fmt.Errorf("%w: version %d is live, not %d", ErrVersionConflict, cur, expect)
+	}
+	key, off, err := propose(ctx, cl, topic, expect, doc, rs, author, comment)
+	if err != nil {
+		return nil, err
+	}
+	if l, err = readRulesLog(ctx, brokers, adm, topic); err != nil {
+		return nil, err
+	}
+	v, err := l.outcome(ctx, off, key)
+	if errors.Is(err, ErrVersionConflict) {
+		return nil, fmt.Errorf("%w: another version was published on top of %d meanwhile", ErrVersionConflict, expect)
+	}
+	return v, err
 }
 
 // Versions returns every accepted ruleset version, oldest first.
@@ -382,8 +413,19 @@ func (s *Service) switchRules(ctx context.Context, v *RulesetVersion) {
 	if len(removed) > 0 {
 		s.cl.PurgeTopicsFromConsuming(removed...)
 	}
+	// What the version changes, item by item ("rules/fives"), against the
+	// version it was proposed on top of, as the audit log shows it.
+	var prev []byte
+	if p := s.rulesLog.version(v.Number - 1); p != nil {
+		prev = []byte(p.Document)
+	}
+	changes, err := rulesdoc.DiffDocuments(prev, []byte(v.Document))
+	if err != nil {
+		s.log.Warn("cannot list the changes of a ruleset version", "version", v.Number, "err", err)
+	}
 	s.log.Info("switched ruleset", "version", v.Number, "digest", rs.Version, "author", v.Author,
-		"added", added, "removed", removed)
+		"added", rulesdoc.Names(changes, rulesdoc.Added), "changed", rulesdoc.Names(changes, rulesdoc.Changed),
+		"removed", rulesdoc.Names(changes, rulesdoc.Removed), "inputs_added", added, "inputs_removed", removed)
 }
 
 // endOffset returns the offset after the last record of a partition. A

@@ -6,8 +6,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -53,12 +57,42 @@ func setMaxMessageBytes(t *testing.T, addr string, n int) {
 	}
 }
 
+// TestPushRulesExpectedVersion: PushRules publishes only on top of the
+// version it is told the document is based on.
+func TestPushRulesExpectedVersion(t *testing.T) {
+	b, err := StartBroker(BrokerConfig{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, brokers, topic := context.Background(), []string{b.Addr()}, DefaultTopics.Rules
+	if _, err := PushRules(ctx, brokers, topic, []byte(rulesA), 1, "t", ""); !errors.Is(err, ErrVersionConflict) ||
+		err.Error() != "the ruleset changed meanwhile: version 0 is live, not 1" {
+		t.Fatalf("based on version 1 of an empty topic: %v", err)
+	}
+	if v, err := PushRules(ctx, brokers, topic, []byte(rulesA), 0, "t", ""); err != nil || v.Number != 1 {
+		t.Fatalf("first version: %v, %v", v, err)
+	}
+	if _, err := PushRules(ctx, brokers, topic, []byte(rulesB), 0, "t", ""); !errors.Is(err, ErrVersionConflict) ||
+		err.Error() != "the ruleset changed meanwhile: version 1 is live, not 0" {
+		t.Fatalf("based on an older version: %v", err)
+	}
+	if v, err := PushRules(ctx, brokers, topic, []byte(rulesB), 1, "t", ""); err != nil || v.Number != 2 {
+		t.Fatalf("second version: %v, %v", v, err)
+	}
+	vs, err := ReadRules(ctx, brokers, topic)
+	if err != nil || len(vs) != 2 || vs[1].Document != rulesB {
+		t.Fatalf("ReadRules: %d versions, %v", len(vs), err)
+	}
+}
+
 // TestRulesetTooLarge: a version's record is compressed, so that a 1 MB
 // document fits the default limit of 1 MiB; one that does not fit even
 // compressed is refused with the topic's limit, by PushRules and by
 // Publish, and nothing is published.
 func TestRulesetTooLarge(t *testing.T) {
-	svc, addr := testService(t, rulesA)
+	var logs syncBuffer
+	svc, addr := testService(t, rulesA, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	ctx := context.Background()
 	big := bigDocument(1_000_000, true)
 	v, err := svc.Publish(ctx, big, 1, "t", "a long document")
@@ -83,9 +117,48 @@ func TestRulesetTooLarge(t *testing.T) {
 	}
 	_, err = svc.Publish(ctx, random, 2, "t", "")
 	check("Publish", err)
-	_, err = PushRules(ctx, []string{addr}, DefaultTopics.Rules, random, "t", "")
+	_, err = PushRules(ctx, []string{addr}, DefaultTopics.Rules, random, 2, "t", "")
 	check("PushRules", err)
 	if n := svc.Current().Number; n != 2 {
 		t.Errorf("version %d is current after refusals, want 2", n)
 	}
+	vs, err := ReadRules(ctx, []string{addr}, DefaultTopics.Rules)
+	if err != nil || len(vs) != 2 {
+		t.Errorf("the topic holds %d versions (%v), want 2", len(vs), err)
+	}
+
+	// The switch log lists the items each version adds, changes and removes.
+	if _, err := svc.Publish(ctx, []byte(strings.Replace(rulesB, "never:", "later:", 1)), 2, "t", ""); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), "version=3"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no switch to version 3 logged:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the watcher's log
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "switched ruleset") && strings.Contains(line, "version=3") &&
+			!strings.Contains(line, `added="[rules/fives rules/later]" changed=[] removed=[rules/never] inputs_added=[] inputs_removed=[]`) {
+			t.Errorf("switch log: %s", line)
+		}
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
 }

@@ -236,11 +236,14 @@ func (s *Service) loadRules(ctx context.Context, seed []byte, seedExplicit bool)
 		if seed == nil {
 			return nil, fmt.Errorf("no ruleset: %s is empty; pass --rules FILE to seed it", topic)
 		}
-		v, err := PushRules(ctx, s.cfg.Brokers, topic, seed, "vigil serve", "seeded from --rules")
-		if err != nil {
+		v, err := PushRules(ctx, s.cfg.Brokers, topic, seed, 0, "vigil serve", "seeded from --rules")
+		switch {
+		case errors.Is(err, ErrVersionConflict): // another instance seeded it first: run that
+		case err != nil:
 			return nil, err
+		default:
+			s.log.Info("seeded the rules topic", "topic", topic, "version", v.Number, "digest", v.Digest)
 		}
-		s.log.Info("seeded the rules topic", "topic", topic, "version", v.Number, "digest", v.Digest)
 		if l, err = readRulesLog(ctx, s.cfg.Brokers, s.adm, topic); err != nil {
 			return nil, err
 		}

@@ -139,7 +139,7 @@ func TestHotSwap(t *testing.T) {
 	if got := firedRules(tx()); got != "" {
 		t.Fatalf("under rulesA: rules %q fired", got)
 	}
-	vB, err := PushRules(context.Background(), []string{addr}, DefaultTopics.Rules, []byte(rulesB), "test", "add fives")
+	vB, err := PushRules(context.Background(), []string{addr}, DefaultTopics.Rules, []byte(rulesB), 1, "test", "add fives")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestHotSwap(t *testing.T) {
 	}
 
 	// Rollback: publish A again.
-	vA, err := PushRules(context.Background(), []string{addr}, DefaultTopics.Rules, []byte(rulesA), "test", "roll back")
+	vA, err := PushRules(context.Background(), []string{addr}, DefaultTopics.Rules, []byte(rulesA), 2, "test", "roll back")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func commands() map[string]command {
 		"version":  {"print the version", runVersion},
 		"serve":    {"run the rules over Kafka (an embedded broker unless --brokers is given)", runServe},
 		"broker":   {"run the embedded Kafka-protocol broker alone", runBroker},
-		"rules":    {"rules push FILE: validate a ruleset and publish it as the new version", runRules},
+		"rules":    {"rules pull: write the live ruleset to a file; rules push FILE: publish it as the next version", runRules},
 		"loadtest": {"send decision requests to a running vigil serve at a fixed rate and report latencies", runLoadtest},
 		"bench":    {"measure throughput and latency: Kafka pass-through ceiling, replay, Vigil over Kafka", runBench},
 	}

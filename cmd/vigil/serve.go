@@ -214,39 +214,3 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	b.Close()
 	return nil
 }
-
-func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "push" {
-		fmt.Fprintln(stderr, "Usage: vigil rules push [--brokers HOST:PORT] [--rules-topic T] FILE")
-		return errUsage
-	}
-	fs := newFlags("rules", "rules push [--brokers HOST:PORT] FILE", stderr)
-	brokers := fs.String("brokers", "127.0.0.1:9092", "Kafka bootstrap brokers, comma-separated")
-	topic := fs.String("rules-topic", kafka.DefaultTopics.Rules, "the rules topic")
-	timeout := fs.Duration("timeout", 30*time.Second, "give up when the broker does not acknowledge within this")
-	author := fs.String("author", os.Getenv("USER"), "who makes the change (the audit log)")
-	comment := fs.String("comment", "", "why (the audit log)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return errUsage
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errUsage
-	}
-	src, err := os.ReadFile(fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	v, err := kafka.PushRules(ctx, strings.Split(*brokers, ","), *topic, src, *author, *comment)
-	if printRuleErrors(stderr, fs.Arg(0), err) {
-		fmt.Fprintln(stderr, "nothing published")
-		return exitError{code: 1}
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "published ruleset version %d (digest %s) on %s\n", v.Number, v.Digest, *topic)
-	return nil
-}
