@@ -415,17 +415,15 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 // values costs what the cost bound assumes (cost.go), not its square. Lists
 // and objects, rare as a distinct field, stay in the array.
 type distinctSet struct {
-	seen  [16]distinctValue
-	list  []distinctValue
+	seen  [16]distinctValue // the first values, compared one by one
+	n     int               // of seen in use
+	more  []distinctValue   // lists and objects beyond seen
 	strs  map[string]struct{}
 	nums  map[float64]struct{}
 	count int
 }
 
 func (d *distinctSet) add(v distinctValue) {
-	if d.list == nil {
-		d.list = d.seen[:0]
-	}
 	if d.strs != nil {
 		if n, ok := hashable(v); ok {
 			if _, dup := d.nums[n]; !dup {
@@ -442,30 +440,39 @@ func (d *distinctSet) add(v distinctValue) {
 			return
 		}
 	}
-	for _, e := range d.list {
-		if e.isStr || v.isStr {
-			if e.isStr && v.isStr && e.s == v.s { // what runtime.Equal decides for two strings, without its type switch
+	for _, list := range [][]distinctValue{d.seen[:d.n], d.more} {
+		for _, e := range list {
+			if e.isStr || v.isStr {
+				if e.isStr && v.isStr && e.s == v.s { // what runtime.Equal decides for two strings, without its type switch
+					return
+				}
+			} else if runtime.Equal(v.v, e.v) {
 				return
 			}
-		} else if runtime.Equal(v.v, e.v) {
-			return
 		}
 	}
-	d.list = append(d.list, v)
 	d.count++
-	if d.strs == nil && len(d.list) == len(d.seen) {
+	if d.n < len(d.seen) {
+		d.seen[d.n] = v
+		d.n++
+	} else {
+		d.more = append(d.more, v)
+	}
+	if d.strs == nil && d.n == len(d.seen) {
+		// Hash strings and numbers from now on; keep the rest in seen.
 		d.strs, d.nums = map[string]struct{}{}, map[float64]struct{}{}
-		kept := d.list[:0]
-		for _, e := range d.list {
+		kept := 0
+		for _, e := range d.seen[:d.n] {
 			if n, ok := hashable(e); ok {
 				d.nums[n] = struct{}{}
 			} else if e.isStr {
 				d.strs[e.s] = struct{}{}
 			} else {
-				kept = append(kept, e)
+				d.seen[kept] = e
+				kept++
 			}
 		}
-		d.list = kept
+		d.n = kept
 	}
 }
 
@@ -475,11 +482,22 @@ func (d *distinctSet) len() int { return d.count }
 // numbers (by value, whatever their Go type); NaN equals nothing, itself
 // included, so it stays in the list.
 func hashable(v distinctValue) (float64, bool) {
-	if v.isStr {
+	var f float64
+	switch x := v.v.(type) {
+	case float64:
+		f = x
+	case int:
+		f = float64(x)
+	case int64:
+		f = float64(x)
+	case int32:
+		f = float64(x)
+	case float32:
+		f = float64(x)
+	default:
 		return 0, false
 	}
-	f, _, ok := number(v.v)
-	return f, ok && !math.IsNaN(f)
+	return f, !v.isStr && !math.IsNaN(f)
 }
 
 // distinctValue is one value of a distinct count: a string (from a Mark or a

@@ -2,9 +2,13 @@ package rules
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/expr-lang/expr/vm/runtime"
 
 	"github.com/vigil-cep/vigil/stream"
 )
@@ -119,4 +123,30 @@ func evalWith(t *testing.T, rs *Ruleset, events []map[string]any) string {
 	}
 	ok, err := ev.When(0, MapFields(map[string]any{}))
 	return fmt.Sprintf("%v %v", ok, err)
+}
+
+// TestDistinctSet holds distinctSet to expr's uniq(): the same count, with
+// the switch to hashing after 16 values, numbers of both types, NaN and
+// lists among them.
+func TestDistinctSet(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	pool := []any{"a", "b", "", 1.0, 2.0, 1, int64(2), math.NaN(), nil, true, []any{1.0}, []any{1.0}, map[string]any{"x": 1.0}}
+	for i := range 40 {
+		pool = append(pool, fmt.Sprint("s", i), float64(i)+0.5)
+	}
+	for range 200 {
+		var d distinctSet
+		var kept []any
+		for range rng.IntN(80) {
+			v := pool[rng.IntN(len(pool))]
+			s, isStr := v.(string)
+			d.add(distinctValue{s: s, isStr: isStr, v: v})
+			if !slices.ContainsFunc(kept, func(k any) bool { return runtime.Equal(k, v) }) {
+				kept = append(kept, v)
+			}
+		}
+		if d.len() != len(kept) {
+			t.Fatalf("distinct count %d, uniq() counts %d: %v", d.len(), len(kept), kept)
+		}
+	}
 }
