@@ -53,6 +53,7 @@ type Watermarks struct {
 	index   map[InputID]*Input
 	floor   int64 // raised by RaiseAll: every input, including future ones, starts here
 	current int64
+	started bool // the clock has read something other than MinTime (see Input)
 }
 
 // NewWatermarks returns a tracker with no inputs, measuring idleness on clock.
@@ -62,12 +63,16 @@ func NewWatermarks(clock Clock) *Watermarks {
 
 // Input returns the input id, creating it with cfg on first use. A new input
 // counts as active from now, so it holds the task watermark back until it has
-// been silent for its IdleAfter.
+// been silent for its IdleAfter. A clock that reads MinTime has not started
+// (replay before its first record timestamp: no processing time is known
+// yet); an input created then counts as active from the clock's first other
+// reading, so that registering every input before the first record holds
+// the watermark back for IdleAfter from there, not for no time at all.
 func (w *Watermarks) Input(id InputID, cfg WatermarkConfig) *Input {
 	if in, ok := w.index[id]; ok {
 		return in
 	}
-	in := &Input{ID: id, cfg: cfg, maxSeen: MinTime, explicit: w.floor, lastActive: w.clock.Now()}
+	in := &Input{ID: id, cfg: cfg, maxSeen: MinTime, explicit: w.floor, lastActive: w.now()}
 	w.index[id] = in
 	w.inputs = append(w.inputs, in)
 	return in
@@ -78,14 +83,14 @@ func (w *Watermarks) Observe(in *Input, t int64) {
 	if t > in.maxSeen {
 		in.maxSeen = t
 	}
-	in.lastActive = w.clock.Now()
+	in.lastActive = w.now()
 }
 
 // Raise lifts in's watermark to at least wm (an explicit watermark); it never
 // lowers it. It counts as activity.
 func (w *Watermarks) Raise(in *Input, wm int64) {
 	in.explicit = max(in.explicit, wm)
-	in.lastActive = w.clock.Now()
+	in.lastActive = w.now()
 }
 
 // RaiseStream raises every known input of stream.
@@ -109,7 +114,7 @@ func (w *Watermarks) RaiseAll(wm int64) {
 // inputs that are not idle, never lower than before nor than a RaiseAll
 // watermark. With every input idle (or none known) it stays where it is.
 func (w *Watermarks) Current() int64 {
-	now := w.clock.Now()
+	now := w.now()
 	lowest, active := MaxTime, false
 	for _, in := range w.inputs {
 		if in.idleAt(now) {
@@ -126,6 +131,26 @@ func (w *Watermarks) Current() int64 {
 	return w.current
 }
 
+// now reads the clock; its first reading other than MinTime starts it.
+func (w *Watermarks) now() int64 {
+	now := w.clock.Now()
+	if !w.started && now != MinTime {
+		w.start(now)
+	}
+	return now
+}
+
+// start notes the clock's first reading other than MinTime, now: the inputs
+// that have been silent since before it count as active from now.
+func (w *Watermarks) start(now int64) {
+	w.started = true
+	for _, in := range w.inputs {
+		if in.lastActive == MinTime {
+			in.lastActive = now
+		}
+	}
+}
+
 // Finish moves the task watermark to MaxTime: the end of a bounded input.
 func (w *Watermarks) Finish() int64 {
 	w.current = MaxTime
@@ -133,7 +158,7 @@ func (w *Watermarks) Finish() int64 {
 }
 
 // Idle reports whether in is idle at the clock's current time.
-func (w *Watermarks) Idle(in *Input) bool { return in.idleAt(w.clock.Now()) }
+func (w *Watermarks) Idle(in *Input) bool { return in.idleAt(w.now()) }
 
 // idleAt reports whether the input has been silent for IdleAfter at now
 // (saturating, so that a clock starting at MinTime cannot overflow).

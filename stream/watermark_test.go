@@ -102,6 +102,39 @@ func TestWatermarks(t *testing.T) {
 	}
 }
 
+// TestClockStart: inputs registered while the clock reads MinTime (replay
+// before its first record timestamp) hold the watermark back from the clock's
+// first reading until they have been silent for IdleAfter after it; while the
+// clock has not started, none goes idle.
+func TestClockStart(t *testing.T) {
+	clock := &manualClock{now: MinTime}
+	w := NewWatermarks(clock)
+	cfg := WatermarkConfig{IdleAfter: 100}
+	a, b := w.Input(InputID{Stream: 0}, cfg), w.Input(InputID{Stream: 1}, cfg)
+	check := func(what string, want int64) {
+		t.Helper()
+		if got := w.Current(); got != want {
+			t.Fatalf("%s: watermark %d, want %d", what, got, want)
+		}
+	}
+	w.Observe(a, 50)
+	check("b has sent nothing, the clock has not started", MinTime)
+	clock.now = 1000
+	w.Observe(a, 60)
+	check("the clock starts at 1000: b is active from then", MinTime)
+	if w.Idle(b) {
+		t.Fatal("b idle as the clock starts")
+	}
+	clock.now = 1099
+	w.Observe(a, 60)
+	check("b silent for 99", MinTime)
+	clock.now = 1100
+	w.Observe(a, 60)
+	check("b silent for 100: idle", 59)
+	w.Observe(b, 70)
+	check("b is back, ahead of a", 59)
+}
+
 func TestFinish(t *testing.T) {
 	w := NewWatermarks(&manualClock{})
 	w.Observe(w.Input(InputID{}, WatermarkConfig{}), 5)
