@@ -25,7 +25,10 @@ type BacktestReport struct {
 
 // Backtest replays input under the current and the candidate rulesets, each
 // on its own copy of the state (nothing live is touched), and compares their
-// decisions by id: the first decision of each id counts.
+// decisions by id: the first decision of each id counts. Lines that carry
+// their record's timestamp (kafka's backtest over topic data writes it) have
+// their max_future_skew and idleness judged on it, as the service judged
+// them (see taskSet).
 func Backtest(ctx context.Context, current, candidate *rules.Ruleset, input []byte, samples int, cfg ReplayConfig) (*BacktestReport, error) {
 	type result struct {
 		out   bytes.Buffer

@@ -178,13 +178,14 @@ type optionFunc func(*Task)
 func (f optionFunc) apply(t *Task) { f(t) }
 
 // ProcessingClock makes the task measure idleness and future skew on c (the
-// wall clock in a live service). By default processing time is the largest
-// event time seen, which makes replay deterministic.
+// wall clock in a live service). By default processing time is replay's
+// (taskSet): the largest record timestamp seen, which its driver sets, and
+// an event's skew is measured against its own record's timestamp.
 func ProcessingClock(c stream.Clock) Option {
 	return optionFunc(func(t *Task) { t.clock, t.vt = c, nil })
 }
 
-// eventClock is processing time for replay: the largest event time seen.
+// eventClock is processing time for replay, set by its driver (taskSet).
 type eventClock struct{ now int64 }
 
 func (c *eventClock) Now() int64 { return c.now }
@@ -272,7 +273,7 @@ func (t *Task) Process(rec *Record) {
 	st := t.rs.Streams[rec.Stream]
 	ts := rec.Time
 	if st.MaxFutureSkew > 0 {
-		if now := t.clock.Now(); now != stream.MinTime && ts > stream.AddSat(now, st.MaxFutureSkew) {
+		if now, ok := t.processingTime(rec); ok && ts > stream.AddSat(now, st.MaxFutureSkew) {
 			t.dlq(rec, fmt.Sprintf("event time %s is more than max_future_skew %s ahead of processing time %s",
 				fmtTime(ts), time.Duration(st.MaxFutureSkew)*time.Millisecond, fmtTime(now)))
 			return
@@ -455,9 +456,6 @@ func (t *Task) history(stream int, window int64) []rules.Past {
 
 // observe records the event time on its input and moves the watermark.
 func (t *Task) observe(in *stream.Input, ts int64) {
-	if t.vt != nil && ts > t.vt.now {
-		t.vt.now = ts // first, so that the input is active as of this event
-	}
 	t.wms.Observe(in, ts)
 	t.advance(t.wms.Current())
 }

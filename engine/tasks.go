@@ -18,8 +18,33 @@ const MaxReplayPartitions = 1024
 // windows. Their outputs are merged into one deterministic order: by input
 // line, then by partition; at the end of input, partition by partition.
 //
-// Processing time is global, as on a real machine: the largest event time seen
-// on any partition so far, handed to each task with each of its records.
+// Each task registers its inputs, partition p of every input stream, as it
+// starts (Task.ExpectInput), as a Kafka task does: an input that has not
+// sent its first record yet holds the task's watermark back, as in the
+// service (DESIGN §4 "Watermarks"), until it delivers or goes idle.
+//
+// Processing time (replayClock) is the record timestamps that lines may
+// carry (the Kafka record time: a backtest over topic data has them), global
+// as a machine's clock is. It measures idleness, as the wall clock does in
+// the service; max_future_skew holds each event to its own record's
+// timestamp, and is off for a line without one (Task.processingTime). Event
+// time is not processing time: the largest event time seen made a quiet
+// hour in the data look like a clock fault (the next event went to the DLQ),
+// and made an input whose records merely come later in the file idle, so
+// that decide: watermark decided without it and two arrival orders of the
+// same events decided differently.
+//
+// So a replay whose lines carry no timestamps has no processing time, and
+// none of its inputs goes idle: each holds its task's watermark until it
+// delivers, a control line raises it, or the input ends (the maximum
+// watermark, where everything fires anyway). Watermark decisions, windows
+// and patterns are then functions of each stream's own order alone. The
+// price is paid by a stream that the ruleset declares and the input lacks: it
+// holds the watermark of its tasks at the start to the end of the input
+// (windows fire, histories expire and watermark decisions are made only
+// there), as a Kafka topic that never delivers would hold the service's
+// without idle_after. A control line {"watermark": T, "stream": S} raises
+// it, or timestamps on the lines let it go idle.
 //
 // Batches are pipelined: a task that has finished its share of a batch goes
 // on with its share of the next while the others finish theirs, and a batch's
@@ -35,8 +60,9 @@ type taskSet struct {
 	merged   func(*batch) // called with each batch once its outputs are written
 	tasks    []*partTask  // ordered by partition
 	byPart   map[int32]*partTask
-	clock    int64 // processing time: the largest event time accepted so far
-	floor    int64 // the highest watermark raised for every input, MinTime if none
+	pclock   replayClock // processing time
+	floor    int64       // the highest watermark raised for every input, MinTime if none
+	floors   []int64     // per stream, the highest watermark raised for all its partitions, MinTime if none
 	inflight []flight
 	records  int64 // records dispatched (for progress: the tasks' own counters are theirs)
 	wg       sync.WaitGroup
@@ -88,7 +114,7 @@ func (pt *partTask) putJob(j *job) {
 }
 
 // step is one item for one task: the item, its index in the batch, and the
-// processing time before it.
+// processing time as it arrives.
 type step struct {
 	it  *item
 	idx int
@@ -149,7 +175,43 @@ func (o *outputs) reset() {
 }
 
 func newTaskSet(rs *rules.Ruleset, write func([]byte)) *taskSet {
-	return &taskSet{rs: rs, write: write, byPart: map[int32]*partTask{}, clock: stream.MinTime, floor: stream.MinTime}
+	s := &taskSet{rs: rs, write: write, byPart: map[int32]*partTask{}, floor: stream.MinTime,
+		pclock: replayClock{start: stream.MinTime, now: stream.MinTime}}
+	s.floors = make([]int64, len(rs.Streams))
+	for i := range s.floors {
+		s.floors[i] = stream.MinTime
+	}
+	return s
+}
+
+// replayClock is replay's processing time (see taskSet): the largest record
+// timestamp seen so far, and the first one, when processing time began;
+// both MinTime until a line carries one.
+type replayClock struct{ start, now int64 }
+
+// arrive moves the clock to the timestamp of rec, a record as it is handed
+// to its task, when its line has one and could be read.
+func (c *replayClock) arrive(rec *Record) {
+	if !rec.HasTimestamp || rec.Stream < 0 {
+		return
+	}
+	if c.start == stream.MinTime {
+		c.start = rec.Timestamp
+	}
+	c.now = max(c.now, rec.Timestamp)
+}
+
+// processingTime returns the processing time that max_future_skew holds
+// rec's event time to, and whether there is one (DESIGN §4 "Event time"):
+// the task's clock in the service; in replay, the record's own timestamp,
+// about when the service would have read it, and none for a line without
+// one (a gap in the data is not a clock fault).
+func (t *Task) processingTime(rec *Record) (int64, bool) {
+	if t.vt == nil {
+		now := t.clock.Now()
+		return now, now != stream.MinTime
+	}
+	return rec.Timestamp, rec.HasTimestamp
 }
 
 // partition returns the task of partition p, starting it on first use.
@@ -166,8 +228,21 @@ func (s *taskSet) partition(p int32) (*partTask, error) {
 		return nil, err
 	}
 	pt.task = task
+	// The task starts with the replay, as the service's tasks start with
+	// the service: its inputs have been active since processing time began.
+	task.vt.now = s.pclock.start
+	for _, st := range s.rs.Streams {
+		if st.Input() {
+			task.ExpectInput(st.Index, p)
+		}
+	}
 	if s.floor != stream.MinTime {
 		task.RaiseWatermark(-1, -1, s.floor) // every input, including this task's
+	}
+	for st, wm := range s.floors {
+		if wm != stream.MinTime {
+			task.RaiseWatermark(st, -1, wm)
+		}
 	}
 	s.byPart[p] = pt
 	i, _ := slices.BinarySearchFunc(s.tasks, p, func(a *partTask, p int32) int { return cmp.Compare(a.part, p) })
@@ -212,26 +287,28 @@ func (s *taskSet) run(b *batch) {
 		it := &b.items[i]
 		switch {
 		case !it.control:
+			s.pclock.arrive(&it.rec)
 			pt, err := s.partition(it.rec.Partition)
 			if err != nil {
 				pt = s.tasks[0] // the record is refused; some task must count it
 				it.rec.Err = err
 			}
-			pt.step(step{it: it, idx: i, now: s.clock})
+			pt.step(step{it: it, idx: i, now: s.pclock.now})
 			s.records++
-			s.advanceClock(&it.rec)
 		case it.partition >= 0:
 			pt, err := s.partition(it.partition)
 			if err != nil {
 				continue // a control line for a partition beyond the cap: nothing to raise
 			}
-			pt.step(step{it: it, idx: i, now: s.clock})
+			pt.step(step{it: it, idx: i, now: s.pclock.now})
 		default:
 			if it.stream < 0 {
 				s.floor = max(s.floor, it.watermark)
+			} else {
+				s.floors[it.stream] = max(s.floors[it.stream], it.watermark)
 			}
 			for _, pt := range s.tasks {
-				pt.step(step{it: it, idx: i, now: s.clock})
+				pt.step(step{it: it, idx: i, now: s.pclock.now})
 			}
 		}
 	}
@@ -265,19 +342,6 @@ func (s *taskSet) mergeOldest() {
 	if s.merged != nil {
 		s.merged(f.b)
 	}
-}
-
-// advanceClock moves processing time as the record's task will (Task.observe):
-// to its event time, unless the record goes to the DLQ.
-func (s *taskSet) advanceClock(rec *Record) {
-	if rec.Err != nil || rec.Stream < 0 {
-		return
-	}
-	st := s.rs.Streams[rec.Stream]
-	if st.MaxFutureSkew > 0 && s.clock != stream.MinTime && rec.Time > stream.AddSat(s.clock, st.MaxFutureSkew) {
-		return
-	}
-	s.clock = max(s.clock, rec.Time)
 }
 
 // merge writes the outputs of one batch's jobs (in partition order) by item
