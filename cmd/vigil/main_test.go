@@ -65,7 +65,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"replay", "--help"}, 0, "Usage: vigil replay --rules"},
 		{[]string{"replay"}, 2, "--rules is required"},
 		{[]string{"replay", "--bogus"}, 2, "flag provided but not defined: -bogus"},
-		{[]string{"validate"}, 2, "Usage: vigil validate RULES.yaml"},
+		{[]string{"validate"}, 2, "Usage: vigil validate [--max-record-bytes N] RULES.yaml"},
 		{[]string{"gen", "--users", "-1"}, 1, "Users must not be negative"},
 	}
 	for _, tt := range tests {

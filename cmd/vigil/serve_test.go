@@ -404,6 +404,7 @@ rules:
     score: 1
     when: 'true'
     reason: '"n=" + string(len(history("transactions", "1h"))) + " sum=" + string(sum(map(history("transactions", "1h"), .amount))) + " ips=" + string(len(uniq(map(history("transactions", "10m"), .ip))))'
+limits: {cost: 200000} # the reason reads the history three times
 `
 
 // TestServeCrashRecovery: `vigil broker` runs as its own process; `vigil
