@@ -23,6 +23,7 @@ const (
 	DefaultMaxBacktestBytes = 16 << 20 // 16 MiB: backtests carry NDJSON events
 	DefaultRetryAfter       = time.Second
 	DefaultBacktestTimeout  = 5 * time.Minute
+	DefaultRequestTimeout   = 5 * time.Second
 )
 
 // Options configures New. The zero value is not usable on its own: it has
@@ -43,6 +44,11 @@ type Options struct {
 	// response write deadline is pushed back to it. Default
 	// DefaultBacktestTimeout.
 	BacktestTimeout time.Duration
+	// RequestTimeout bounds every other request: its context's deadline, so
+	// that a request waiting on a stuck task answers 503 problem+json
+	// instead of hanging (docs/design.md, "Rule safety"). Default
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
 	// RetryAfter is the Retry-After of 429 and 503 answers to decisions.
 	// Default DefaultRetryAfter; rounded up to whole seconds.
 	RetryAfter time.Duration
@@ -78,7 +84,7 @@ func (o *Options) Validate() error {
 	if err := validateKeys(o.Keys); err != nil {
 		errs = append(errs, fmt.Errorf("api: %w", err))
 	}
-	if o.MaxBodyBytes < 0 || o.MaxBacktestBytes < 0 || o.BacktestTimeout < 0 || o.RetryAfter < 0 {
+	if o.MaxBodyBytes < 0 || o.MaxBacktestBytes < 0 || o.BacktestTimeout < 0 || o.RequestTimeout < 0 || o.RetryAfter < 0 {
 		errs = append(errs, errors.New("api: negative limit"))
 	}
 	return errors.Join(errs...)
@@ -95,6 +101,7 @@ type Handler struct {
 	maxBody         int64
 	maxBacktest     int64
 	backtestTimeout time.Duration
+	requestTimeout  time.Duration
 	retryAfter      string // whole seconds
 	kinds           []rulesdoc.Kind
 	mux             *chi.Mux
@@ -121,6 +128,7 @@ func New(b Backend, opts Options) (*Handler, error) {
 		maxBody:         cmpOr(opts.MaxBodyBytes, DefaultMaxBodyBytes),
 		maxBacktest:     cmpOr(opts.MaxBacktestBytes, DefaultMaxBacktestBytes),
 		backtestTimeout: cmpOr(opts.BacktestTimeout, DefaultBacktestTimeout),
+		requestTimeout:  cmpOr(opts.RequestTimeout, DefaultRequestTimeout),
 		kinds:           rulesdoc.Kinds(),
 	}
 	if h.log == nil {
@@ -139,9 +147,23 @@ func New(b Backend, opts Options) (*Handler, error) {
 	h.mux.MethodNotAllowed(h.methodNotAllowed)
 	h.routes = h.routeTable(opts)
 	for _, rt := range h.routes {
-		h.mux.With(h.authorize(rt.perm)).Method(rt.method, rt.pattern, rt.handler)
+		handler := http.Handler(rt.handler)
+		if rt.pattern != "/v1/rules:backtest" { // backtests have their own, longer deadline
+			handler = h.deadline(handler)
+		}
+		h.mux.With(h.authorize(rt.perm)).Method(rt.method, rt.pattern, handler)
 	}
 	return h, nil
+}
+
+// deadline bounds a request by the request timeout: a backend call that
+// waits on a stuck task returns context.DeadlineExceeded, answered as 503.
+func (h *Handler) deadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), h.requestTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 func cmpOr[T int64 | time.Duration](v, def T) T {
