@@ -35,6 +35,7 @@
 //	vigil_decision_latency_seconds         histogram  source: kafka api
 //	vigil_rule_hits_total                  counter    rule, mode: active shadow
 //	vigil_rule_errors_total                counter    rule
+//	vigil_rules_quarantined_total          counter    rule
 //	vigil_decisions_total                  counter    action: allow review block
 //	vigil_http_requests_total              counter    route, status
 //	vigil_http_request_duration_seconds    histogram  route

@@ -35,6 +35,7 @@ const (
 	NameDecisionLatency    = "vigil_decision_latency_seconds"
 	NameRuleHits           = "vigil_rule_hits_total"
 	NameRuleErrors         = "vigil_rule_errors_total"
+	NameRulesQuarantined   = "vigil_rules_quarantined_total"
 	NameDecisions          = "vigil_decisions_total"
 	NameHTTPRequests       = "vigil_http_requests_total"
 	NameHTTPDuration       = "vigil_http_request_duration_seconds"
@@ -51,7 +52,7 @@ var MetricNames = []string{
 	NameAsyncInflight, NameAsyncTimeouts, NameAsyncFallbacks,
 	NamePartialMatches, NamePartialsDropped,
 	NameDecisionLatency,
-	NameRuleHits, NameRuleErrors,
+	NameRuleHits, NameRuleErrors, NameRulesQuarantined,
 	NameDecisions,
 	NameHTTPRequests, NameHTTPDuration,
 }
@@ -79,6 +80,7 @@ func MetricLabels() map[string][]string {
 		NameDecisionLatency:    {"source"},
 		NameRuleHits:           {"mode", "rule"},
 		NameRuleErrors:         {"rule"},
+		NameRulesQuarantined:   {"rule"},
 		NameDecisions:          {"action"},
 		NameHTTPRequests:       {"route", "status"},
 		NameHTTPDuration:       {"route"},
@@ -125,6 +127,7 @@ type Metrics struct {
 	partialsDropped    counter[string] // pattern
 	ruleHits           counter[pair]   // rule, mode
 	ruleErrors         counter[string] // rule
+	rulesQuarantined   counter[string] // rule
 	decisions          counter[string] // action
 	httpRequests       counter[routeStatus]
 
@@ -195,6 +198,8 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		b.counter(NameRuleHits, "{hit}", "Rule matches, by rule and mode (active, shadow)."), nil}
 	m.ruleErrors = counter[string]{stringCache("rule"),
 		b.counter(NameRuleErrors, "{error}", "Rule evaluations that failed at run time, by rule."), nil}
+	m.rulesQuarantined = counter[string]{stringCache("rule"),
+		b.counter(NameRulesQuarantined, "{quarantine}", "Rules the service disabled because an evaluation ran longer than the rule time limit, by rule."), nil}
 	m.decisions = counter[string]{stringCache("action"),
 		b.counter(NameDecisions, "{decision}", "Decisions made, by action: allow, review, block."), nil}
 	m.httpRequests = counter[routeStatus]{newLabelCache(func(k routeStatus) []attribute.KeyValue {
@@ -223,7 +228,7 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 
 	counters := []observable{&m.recordsIn, &m.recordsOut, &m.dlq, &m.checkpointFailures, &m.backpressure,
 		&m.asyncInflight, &m.asyncTimeouts, &m.asyncFallbacks, &m.partialMatches, &m.partialsDropped,
-		&m.ruleHits, &m.ruleErrors, &m.decisions, &m.httpRequests}
+		&m.ruleHits, &m.ruleErrors, &m.rulesQuarantined, &m.decisions, &m.httpRequests}
 	if _, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for _, c := range counters {
 			c.observe(o)
@@ -422,6 +427,15 @@ func (m *Metrics) RuleError(rule string) {
 		return
 	}
 	m.ruleErrors.add(rule, 1)
+}
+
+// RuleQuarantined counts one quarantine of rule: the service set it disabled
+// after an evaluation ran longer than the rule time limit.
+func (m *Metrics) RuleQuarantined(rule string) {
+	if m == nil {
+		return
+	}
+	m.rulesQuarantined.add(rule, 1)
 }
 
 // Decision counts one decision with action ("allow", "review", "block").

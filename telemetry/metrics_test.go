@@ -98,6 +98,7 @@ func recordAll(t *testing.T, tel *Telemetry) {
 	m.RuleHit("many_ips", "shadow")
 	m.RuleHit("many_ips", "shadow")
 	m.RuleError("many_ips")
+	m.RuleQuarantined("slow")
 	m.Decision("block")
 	unTasks, err := m.ObserveTasks(func(observe func(task int32, wm, lag int64)) {
 		observe(3, 1_700_000_000_000, 250)
@@ -212,6 +213,7 @@ func TestMetricsScrape(t *testing.T) {
 		NameDecisionLatency:    {{"source=kafka", 1}},
 		NameRuleHits:           {{"mode=active,rule=many_ips", 1}, {"mode=shadow,rule=many_ips", 2}},
 		NameRuleErrors:         {{"rule=many_ips", 1}},
+		NameRulesQuarantined:   {{"rule=slow", 1}},
 		NameDecisions:          {{"action=block", 1}},
 		NameHTTPRequests:       {{"route=GET /v1/entities/{key},status=404", 1}},
 		NameHTTPDuration:       {{"route=GET /v1/entities/{key}", 1}},
