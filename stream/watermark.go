@@ -72,7 +72,7 @@ func (w *Watermarks) Input(id InputID, cfg WatermarkConfig) *Input {
 	if in, ok := w.index[id]; ok {
 		return in
 	}
-	in := &Input{ID: id, cfg: cfg, maxSeen: MinTime, explicit: w.floor, lastActive: w.now()}
+	in := &Input{ID: id, cfg: cfg, maxSeen: MinTime, explicit: w.floor, lastActive: w.clock.Now()}
 	w.index[id] = in
 	w.inputs = append(w.inputs, in)
 	return in
@@ -83,14 +83,14 @@ func (w *Watermarks) Observe(in *Input, t int64) {
 	if t > in.maxSeen {
 		in.maxSeen = t
 	}
-	in.lastActive = w.now()
+	in.lastActive = w.clock.Now()
 }
 
 // Raise lifts in's watermark to at least wm (an explicit watermark); it never
 // lowers it. It counts as activity.
 func (w *Watermarks) Raise(in *Input, wm int64) {
 	in.explicit = max(in.explicit, wm)
-	in.lastActive = w.now()
+	in.lastActive = w.clock.Now()
 }
 
 // RaiseStream raises every known input of stream.
@@ -114,7 +114,10 @@ func (w *Watermarks) RaiseAll(wm int64) {
 // inputs that are not idle, never lower than before nor than a RaiseAll
 // watermark. With every input idle (or none known) it stays where it is.
 func (w *Watermarks) Current() int64 {
-	now := w.now()
+	now := w.clock.Now()
+	if !w.started && now != MinTime {
+		w.start(now) // once: no call on the path of every event
+	}
 	lowest, active := MaxTime, false
 	for _, in := range w.inputs {
 		if in.idleAt(now) {
@@ -131,17 +134,9 @@ func (w *Watermarks) Current() int64 {
 	return w.current
 }
 
-// now reads the clock; its first reading other than MinTime starts it.
-func (w *Watermarks) now() int64 {
-	now := w.clock.Now()
-	if !w.started && now != MinTime {
-		w.start(now)
-	}
-	return now
-}
-
 // start notes the clock's first reading other than MinTime, now: the inputs
-// that have been silent since before it count as active from now.
+// that have been silent since before it count as active from now. Idleness
+// is judged only in Current and Idle, which call it first.
 func (w *Watermarks) start(now int64) {
 	w.started = true
 	for _, in := range w.inputs {
@@ -158,7 +153,13 @@ func (w *Watermarks) Finish() int64 {
 }
 
 // Idle reports whether in is idle at the clock's current time.
-func (w *Watermarks) Idle(in *Input) bool { return in.idleAt(w.now()) }
+func (w *Watermarks) Idle(in *Input) bool {
+	now := w.clock.Now()
+	if !w.started && now != MinTime {
+		w.start(now)
+	}
+	return in.idleAt(now)
+}
 
 // idleAt reports whether the input has been silent for IdleAfter at now
 // (saturating, so that a clock starting at MinTime cannot overflow).
