@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vigil-cep/vigil/internal/jsonv"
 	"github.com/vigil-cep/vigil/rules"
 )
 
@@ -77,6 +78,18 @@ func (h *Handler) postDecision(w http.ResponseWriter, r *http.Request) {
 		var v any
 		h.problem(w, r, http.StatusBadRequest, probMalformedJSON, malformedJSON(body, json.Unmarshal(body, &v)))
 		return
+	}
+	// What encoding/json lets pass and Vigil refuses: a string that is not
+	// Unicode text (invalid UTF-8, an unpaired surrogate escape), which
+	// encoding/json would turn into U+FFFD and so merge different ids and
+	// keys (see internal/jsonv), and nesting deeper than jsonv.MaxDepth.
+	if _, err := jsonv.Skip(string(body)); err != nil {
+		var se *jsonv.SyntaxError
+		if errors.As(err, &se) {
+			line, col := lineCol(body, int64(se.Offset))
+			h.problem(w, r, http.StatusBadRequest, probMalformedJSON, fmt.Sprintf("line %d, column %d: %s", line, col, se.Msg))
+			return
+		}
 	}
 	if !jsonObjectStart(body) {
 		h.problem(w, r, http.StatusBadRequest, probBadRequest, "the body must be the event as a JSON object")

@@ -67,6 +67,12 @@ func TestDecisions(t *testing.T) {
 		{"malformed", `{"tx_id": "t3",}`, "", 400, probMalformedJSON, "line 1, column 16: invalid character '}' looking for beginning of object key string"},
 		{"truncated", `{"tx_id": "t3"`, "", 400, probMalformedJSON, "line 1, column 15: unexpected end of JSON input"},
 		{"two values", `{"tx_id": "t3"} {}`, "", 400, probMalformedJSON, "line 1, column 17: invalid character '{' after top-level value"},
+		// Not Unicode text: refused, not turned into U+FFFD (which would make
+		// "w\xff" and "w\xfe" one id).
+		{"invalid UTF-8", "{\"tx_id\":\"w\xff\"}", "", 400, probMalformedJSON, "line 1, column 12: invalid UTF-8 in string"},
+		{"invalid UTF-8 in a key", "{\"tx_id\":\"t3\",\n\"user_id\":\"u\xfe\"}", "", 400, probMalformedJSON, "line 2, column 13: invalid UTF-8 in string"},
+		{"lone surrogate", `{"tx_id":"w\ud800"}`, "", 400, probMalformedJSON, `line 1, column 12: unpaired UTF-16 surrogate in \u escape`},
+		{"lone low surrogate", `{"tx_id":"t3","user_id":"\udc00x"}`, "", 400, probMalformedJSON, `line 1, column 26: unpaired UTF-16 surrogate in \u escape`},
 		{"array", `[{"tx_id": "t3"}]`, "", 400, probBadRequest, "the body must be the event as a JSON object"},
 		{"string", `"t3"`, "", 400, probBadRequest, "the body must be the event as a JSON object"},
 		{"null", `null`, "", 400, probBadRequest, "the body must be the event as a JSON object"},
