@@ -26,14 +26,18 @@ import (
 // from the slice, in order. The slice is cut in fixed-size chunks, so that it
 // grows without copying and expiry frees it a chunk at a time.
 type seenIDs struct {
-	table  []idSlot // len a power of two, or 0
-	n      int      // ids in table
-	seed   maphash.Seed
+	table  []idSlot      // len a power of two, or 0
+	n      int           // ids in table
 	miss   idMiss        // the last lookup that found nothing, for the put after it
 	chunks [][]seenEntry // arrival order, seenChunk entries each (the last: up to)
 	head   int           // index of the first entry not expired yet
 	base   int           // position of chunks[0][0]
 	dead   int           // entries marked dead (see seenEntry.dead)
+	// shared, when the task shares an IDIndex, is its index of this
+	// stream's ids: an id that expires here is released there too.
+	shared *idIndexStream
+	part   int32  // the task's partition, in shared
+	owner  uint32 // this table, in shared
 }
 
 // idSlot is one slot of the table: 32 bits of an id's hash (never 0; 0
@@ -92,7 +96,11 @@ func BodyCRC(value string) uint32 {
 	return crc32.Checksum(unsafe.Slice(unsafe.StringData(value), len(value)), castagnoli)
 }
 
-func newSeenIDs() *seenIDs { return &seenIDs{seed: maphash.MakeSeed()} }
+// idSeed seeds the hashes of ids, for every table of the process and the
+// IDIndex (idKeyOf): a task's lookahead computes one hash for both.
+var idSeed = maphash.MakeSeed()
+
+func newSeenIDs() *seenIDs { return new(seenIDs) }
 
 func (s *seenIDs) get(id string) (seen, bool) {
 	if e := s.ref(id); e != nil {
@@ -113,7 +121,7 @@ func (s *seenIDs) ref(id string) *seen {
 
 // hash is id's hash in the table, never 0.
 func (s *seenIDs) hash(id string) uint32 {
-	if h := uint32(maphash.String(s.seed, id)); h != 0 {
+	if h := uint32(maphash.String(idSeed, id)); h != 0 {
 		return h
 	}
 	return 1
@@ -226,7 +234,7 @@ func (s *seenIDs) remove(i int) {
 // expire forgets ids whose event time is before horizon.
 func (s *seenIDs) expire(horizon int64) {
 	end := s.end()
-	if s.dead == 0 && s.head < end && s.allBefore(horizon) {
+	if s.dead == 0 && s.head < end && s.shared == nil && s.allBefore(horizon) {
 		// Everything goes (the end of a bounded input): drop the table at
 		// once rather than deleting its ids one by one.
 		s.table, s.n, s.miss.valid = nil, 0, false
@@ -236,12 +244,20 @@ func (s *seenIDs) expire(horizon int64) {
 	}
 	for s.head < end {
 		en := s.at(s.head)
+		if !en.dead && en.time >= horizon {
+			// A live entry is its id's current one (see seenEntry.dead):
+			// the test below, without looking the id up.
+			break
+		}
 		if i, found := s.find(en.id); found {
 			// The id's current entry decides, as it would for any id put
 			// twice; for a live entry it is en itself.
 			cur := s.at(s.index(s.table[i]))
 			if cur.time >= horizon {
 				break
+			}
+			if s.shared != nil {
+				s.shared.release(idKeyOf(en.id), s.owner)
 			}
 			s.remove(i)
 			if cur != en && !cur.dead {
@@ -288,10 +304,19 @@ func (s *seenIDs) all(yield func(id string, e seen) bool) {
 
 func (s *seenIDs) len() int { return s.n }
 
-// prefetchSlot starts loading the slot where a lookup of id begins.
+// prefetchSlot starts loading the slot where a lookup of id begins (and
+// its slot in the IDIndex).
 func (s *seenIDs) prefetchSlot(id string) {
+	a := maphash.String(idSeed, id) // s.hash and idKeyOf, but once
+	if s.shared != nil {
+		s.shared.prefetch(max(a, 1))
+	}
 	if len(s.table) == 0 {
 		return
 	}
-	prefetch.Line(unsafe.Pointer(&s.table[int(s.hash(id))&(len(s.table)-1)]))
+	h := uint32(a)
+	if h == 0 {
+		h = 1
+	}
+	prefetch.Line(unsafe.Pointer(&s.table[int(h)&(len(s.table)-1)]))
 }

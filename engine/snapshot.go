@@ -395,6 +395,7 @@ func (t *Task) Restore(data []byte) error {
 	if err := d.Finish(); err != nil {
 		return fmt.Errorf("task snapshot: %w", err)
 	}
+	t.claimRestored()
 	return nil
 }
 

@@ -93,6 +93,8 @@ type Task struct {
 
 	keys      keyTable
 	seen      []*seenIDs // per stream; nil for streams without ids
+	ids       *IDIndex   // shared with the process's other tasks (SharedIDs); nil: none
+	part      int32      // the task's partition, in ids
 	windows   []*window.Operator
 	fire      []func(window.Result) // per window, built once
 	args      [][]any               // per window, scratch
@@ -214,6 +216,7 @@ func NewTask(rs *rules.Ruleset, emit func(Output), opts ...Option) (*Task, error
 			t.seen[i] = newSeenIDs()
 		}
 	}
+	t.shareIDs()
 	for i, w := range rs.Windows {
 		op, err := window.New(w.Spec, w.Aggs)
 		if err != nil {
@@ -281,8 +284,15 @@ func (t *Task) Process(rec *Record) {
 	}
 	in := t.wms.Input(stream.InputID{Stream: rec.Stream, Partition: rec.Partition}, st.Watermark)
 
+	var id string // rec.ID, owned: what the id table keeps
 	if rec.HasID {
-		if s, ok := t.seen[rec.Stream].get(rec.ID); ok {
+		ids := t.seen[rec.Stream]
+		if s, ok := ids.get(rec.ID); ok {
+			if s.key != rec.Key {
+				// Another transaction under the same id: see IDConflictError.
+				t.refuse(rec, &IDConflictError{ID: rec.ID, Key: rec.Key, HeldBy: s.key})
+				return
+			}
 			t.stats.Duplicates++
 			switch {
 			case s.pending != nil:
@@ -293,6 +303,14 @@ func (t *Task) Process(rec *Record) {
 			t.observe(in, ts)
 			return
 		}
+		if ids.shared != nil {
+			// Another task's id: see IDConflictError.
+			if part, ok := ids.shared.claim(idKeyOf(rec.ID), ids.part, ids.owner); !ok {
+				t.refuse(rec, &IDConflictError{ID: rec.ID, Key: rec.Key, Partition: part})
+				return
+			}
+		}
+		id = strings.Clone(rec.ID)
 	}
 
 	ks := t.keyState(rec.Key, rec.keyHash)
@@ -314,7 +332,7 @@ func (t *Task) Process(rec *Record) {
 	case st.Decide == rules.DecideWatermark && ts > t.wm && !rec.Now:
 		// Decided once the watermark passes ts (decideDue): the state it
 		// reads is then all of the input up to ts, whatever the arrival order.
-		pending = t.deferDecision(st, strings.Clone(rec.ID), ks.key, ts, fields.AsMap())
+		pending = t.deferDecision(st, id, ks.key, ts, fields.AsMap())
 	default:
 		if b, ok := t.recalled(st, rec.ID, rec.HasID); ok {
 			t.stats.Decisions++
@@ -325,15 +343,17 @@ func (t *Task) Process(rec *Record) {
 		}
 	}
 	if rec.HasID {
-		id := rec.ID
-		if pending != nil {
-			id = pending.id // cloned already
-		} else {
-			id = strings.Clone(id)
-		}
 		t.seen[rec.Stream].put(id, seen{key: ks.key, time: ts, decision: stored, pending: pending, crc: BodyCRC(rec.Value)})
 	}
 	t.observe(in, ts)
+}
+
+// refuse sends an event that cannot be processed to the DLQ with err as its
+// reason, which rec.Err then holds (for the caller of Process: the decision
+// API).
+func (t *Task) refuse(rec *Record, err error) {
+	rec.Err = err
+	t.dlq(rec, err.Error())
 }
 
 // keep adds an event to its key's history of st, when st keeps one.

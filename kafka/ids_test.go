@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -112,5 +114,77 @@ func TestNotTextRefused(t *testing.T) {
 		if m.Error != bad[i].err || string(raw) != bad[i].value {
 			t.Errorf("DLQ record %d: error %q, raw %q; want %q, %q", i, m.Error, raw, bad[i].err, bad[i].value)
 		}
+	}
+}
+
+// usersOnTwoPartitions returns two users that producers keyed by user place
+// on different partitions of two (Kafka's murmur2), so on different tasks.
+func usersOnTwoPartitions() (string, string) {
+	for i := 1; ; i++ {
+		if b := fmt.Sprintf("u%d", i); partitionOf(b, 2) != partitionOf("u0", 2) {
+			return "u0", b
+		}
+	}
+}
+
+// TestIDConflictAcrossTasks: a transaction id sent again with another key,
+// which another task of the instance owns, is refused: on Kafka it goes to
+// the DLQ naming the partition that holds the id, and the decisions topic has one
+// verdict for the id (its record repeated for a repeat, byte for byte); the
+// decision API answers ErrIDConflict (409) for it, in both directions.
+func TestIDConflictAcrossTasks(t *testing.T) {
+	svc, addr := testService(t, rulesCount)
+	waitReady(t, svc)
+	ua, ub := usersOnTwoPartitions()
+	c := newClient(t, addr)
+	dec := readTopic(t, addr, DefaultTopics.Decisions)
+	dlq := readTopic(t, addr, DefaultTopics.DLQ)
+	tx := func(id, user string, ts int) string {
+		return fmt.Sprintf(`{"tx_id":%q,"user_id":%q,"amount":5,"ts":%d}`, id, user, ts)
+	}
+
+	c.produce("tx", ua, tx("t1", ua, 1000))
+	dec.until("decision of t1", withKey("t1"))
+	c.produce("tx", ub, tx("t1", ub, 2000)) // another user: ub's task, which never saw t1
+	recs := dlq.until("DLQ record of t1 for "+ub, atLeast(1))
+	var m struct{ Error string }
+	json.Unmarshal(recs[0].Value, &m)
+	want := fmt.Sprintf(`id "t1" was already seen on partition %d within its retention: refused, not decided again`, partitionOf(ua, 2))
+	if m.Error != want {
+		t.Errorf("DLQ error %q, want %q", m.Error, want)
+	}
+
+	// The API, both ways: t1 for ub (held by ua's task), and t2 decided
+	// for ub, then sent for ua on Kafka and through the API.
+	ctx := context.Background()
+	if _, err := svc.Decide(ctx, "tx", []byte(tx("t1", ub, 2000))); !errors.Is(err, ErrIDConflict) {
+		t.Errorf("Decide(t1 for %s) = %v, want ErrIDConflict", ub, err)
+	}
+	r2, err := svc.Decide(ctx, "tx", []byte(tx("t2", ub, 3000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reasonOf(t, r2.Decision) != "1" {
+		t.Errorf("%s's first accepted transaction counts %s events: the refused one counted", ub, reasonOf(t, r2.Decision))
+	}
+	if _, err := svc.Decide(ctx, "tx", []byte(tx("t2", ua, 3000))); !errors.Is(err, ErrIDConflict) {
+		t.Errorf("Decide(t2 for %s) = %v, want ErrIDConflict", ua, err)
+	}
+	c.produce("tx", ua, tx("t2", ua, 3000))
+	c.produce("tx", ua, tx("t1", ua, 1000)) // a repeat: the stored decision again
+	c.produce("tx", ua, tx("t3", ua, 4000))
+	dlq.until("DLQ record of t2 for "+ua, atLeast(2))
+	dec.until("decision of t3", withKey("t3"))
+
+	verdicts := map[string][]string{}
+	for _, r := range dec.recs {
+		verdicts[string(r.Key)] = append(verdicts[string(r.Key)], string(r.Value))
+	}
+	if len(verdicts["t1"]) != 2 || verdicts["t1"][0] != verdicts["t1"][1] || len(verdicts["t2"]) != 1 {
+		t.Errorf("decision records of t1 %q and t2 %q: want one verdict each (t1's repeated as is)", verdicts["t1"], verdicts["t2"])
+	}
+	// ua's state counts t1 and t3: neither refused event.
+	if got := reasonOf(t, []byte(verdicts["t3"][0])); got != "2" {
+		t.Errorf("t3 sees %s events of %s, want 2", got, ua)
 	}
 }

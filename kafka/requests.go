@@ -68,7 +68,10 @@ type DecideResult struct {
 // the decisions topic, and the result returns once the broker has
 // acknowledged both, so a crash can neither lose an event whose decision was
 // returned nor decide it differently on replay. A known id returns the
-// stored decision (Replay); the same id with another body is ErrIDConflict.
+// stored decision (Replay); the same id with another body is ErrIDConflict,
+// and so is an id that another task of
+// this instance holds (engine.IDIndex: the guarantee does not reach the tasks
+// of other instances).
 func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (res *DecideResult, err error) {
 	start := time.Now()
 	defer func() {
@@ -117,13 +120,19 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (r
 		}
 		if d, crc, pending, ok := t.eng.Lookup(st.Index, rec.ID); ok {
 			switch {
-			case crc != engine.BodyCRC(rec.Value):
+			case crc != engine.BodyCRC(rec.Value) || t.eng.IDConflict(st.Index, rec.ID, rec.Key) != nil:
 				reply <- answer{err: ErrIDConflict}
 			case pending:
 				reply <- answer{err: ErrPending}
 			default:
 				reply <- answer{res: &DecideResult{Decision: d, Replay: true}}
 			}
+			return
+		}
+		if err := t.eng.IDConflict(st.Index, rec.ID, rec.Key); err != nil {
+			// Another task of this instance holds the id
+			// (engine.IDIndex): another transaction, not a repeat.
+			reply <- answer{err: fmt.Errorf("%w: %w", ErrIDConflict, err)}
 			return
 		}
 		if t.enr != nil {
@@ -138,6 +147,11 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (r
 		t.eng.Process(&rec)
 		req.features = t.eng.Explained()
 		t.capture = nil
+		if errors.As(rec.Err, new(*engine.IDConflictError)) {
+			// Claimed by another task since IDConflict above.
+			reply <- answer{err: fmt.Errorf("%w: %w", ErrIDConflict, rec.Err)}
+			return
+		}
 		// The event itself, on its input partition, marked so that the
 		// task, reading it back with the id already known, re-emits
 		// nothing (after a restore from before it, it is processed).

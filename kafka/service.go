@@ -144,6 +144,7 @@ type Service struct {
 	rs     *rules.Ruleset // the running version; tasks switch to it between events
 	inputs []string
 	tasks  map[int32]*task
+	ids    *engine.IDIndex // the ids the tasks remember, to refuse one for another key (engine.IDIndex)
 
 	joined     atomic.Bool           // the group has assigned partitions once
 	extractors chan *pooledExtractor // for the decision API
@@ -164,7 +165,7 @@ func New(ctx context.Context, cfg Config, seed []byte, seedExplicit bool) (*Serv
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("kafka: no brokers")
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, tasks: make(map[int32]*task),
+	s := &Service{cfg: cfg, log: cfg.Logger, tasks: make(map[int32]*task), ids: engine.NewIDIndex(),
 		lag: make(map[topicPartition]int64), extractors: make(chan *pooledExtractor, 64)}
 	// Topics are created and then looked up at once: a short metadata age
 	// keeps the client from serving the "unknown topic" it cached before.

@@ -90,13 +90,16 @@ func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 	switch {
 	case errors.Is(err, state.ErrNoSnapshot):
 	case err != nil:
+		t.eng.Close()
 		return nil, err
 	default:
 		if err := t.restore(snap); err != nil {
+			t.eng.Close()
 			return nil, fmt.Errorf("restore checkpoint %d: %w", snap.Seq, err)
 		}
 	}
 	if err := t.recall(ctx); err != nil {
+		t.eng.Close()
 		return nil, err
 	}
 	// Stagger the tasks' checkpoints over the interval: a snapshot holds its
@@ -112,18 +115,24 @@ func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 // when it is not nil.
 func (t *task) use(rs *rules.Ruleset, data []byte) error {
 	t.clock.read() // inputs registered now start their idleness timers now
-	eng, err := engine.NewTask(rs, t.emit, engine.ProcessingClock(&t.clock))
+	eng, err := engine.NewTask(rs, t.emit, engine.ProcessingClock(&t.clock), engine.SharedIDs(t.s.ids, t.part))
 	if err != nil {
 		return err
-	}
-	if data != nil {
-		if err := eng.Restore(data); err != nil {
-			return err
-		}
 	}
 	var enr *engine.Enricher
 	if len(rs.Enrichments) > 0 {
 		if enr, err = engine.NewEnricher(rs, t.s.cfg.Lookups); err != nil {
+			return err
+		}
+	}
+	// Last, since it cannot be undone: a restore that succeeds takes over
+	// the ids the running task holds in the instance's IDIndex (one that
+	// fails has taken none).
+	if data != nil {
+		if err := eng.Restore(data); err != nil {
+			if enr != nil {
+				enr.Close()
+			}
 			return err
 		}
 	}
@@ -164,9 +173,13 @@ func (t *task) applySwitch() {
 	if rs == nil || rs.Version == t.rs.Version {
 		return
 	}
+	old := t.eng
 	data, err := t.eng.Snapshot()
 	if err == nil {
 		err = t.use(rs, data)
+	}
+	if err == nil {
+		old.Close() // after the new task took over its ids: releases only those of streams gone
 	}
 	if err != nil {
 		t.s.log.Error("task stays on its ruleset version", "task", t.part, "version", t.rs.Version, "refused", rs.Version, "err", err)
@@ -551,6 +564,8 @@ func (t *task) stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	defer t.eng.Close() // the next owner of the partition holds its ids now
+
 	if t.enr != nil {
 		defer t.enr.Close()
 	}
