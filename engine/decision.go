@@ -185,6 +185,19 @@ func (t *Task) recalled(st *rules.Stream, id string, hasID bool) ([]byte, bool) 
 // API asks for it, the stream path does not.
 func (t *Task) Explain() { t.explain = make(map[string]map[string]any) }
 
+// Features returns, as a JSON object, what the matched rules of id's
+// decision read when the decision API asked for it (Explain): rule ->
+// feature -> value. It is nil for an id decided without Explain, or whose
+// decision matched no rule, or that is not remembered. The bytes are the
+// same for as long as the id is remembered, across snapshots, so that the
+// API answers a repeated request with the features of its first answer.
+func (t *Task) Features(streamIdx int, id string) []byte {
+	if streamIdx < 0 || streamIdx >= len(t.seen) || t.seen[streamIdx] == nil {
+		return nil
+	}
+	return t.seen[streamIdx].features[id]
+}
+
 // Explained returns what the decisions since Explain recorded and stops
 // recording.
 func (t *Task) Explained() map[string]map[string]any {

@@ -38,6 +38,11 @@ type seenIDs struct {
 	shared *idIndexStream
 	part   int32  // the task's partition, in shared
 	owner  uint32 // this table, in shared
+	// features holds, for the ids the decision API decided, what their
+	// matched rules read (Task.Explain), as JSON, so that the API answers
+	// a repeat with the same features; nil until it has any. An id's
+	// features go when the id does.
+	features map[string][]byte
 }
 
 // idSlot is one slot of the table: 32 bits of an id's hash (never 0; 0
@@ -238,6 +243,7 @@ func (s *seenIDs) expire(horizon int64) {
 		// Everything goes (the end of a bounded input): drop the table at
 		// once rather than deleting its ids one by one.
 		s.table, s.n, s.miss.valid = nil, 0, false
+		s.features = nil
 		s.base += end
 		s.chunks, s.head = nil, 0
 		return
@@ -258,6 +264,9 @@ func (s *seenIDs) expire(horizon int64) {
 			}
 			if s.shared != nil {
 				s.shared.release(idKeyOf(en.id), s.owner)
+			}
+			if s.features != nil {
+				delete(s.features, en.id)
 			}
 			s.remove(i)
 			if cur != en && !cur.dead {

@@ -177,6 +177,50 @@ func TestIDIndexAcrossTasks(t *testing.T) {
 	}
 }
 
+// TestFeaturesKept: the features of a decision the API asked to explain are
+// kept with its id, the same bytes after a snapshot and restore, and go
+// when the id does.
+func TestFeaturesKept(t *testing.T) {
+	rs := mustLoad(t, conflictRules)
+	task := newOutputTask(t, rs)
+	task.tx("t1", "u1", 1000)
+	task.Explain()
+	task.tx("t2", "u1", 2000) // "second" matches
+	explained := task.Explained()
+	got := task.Features(0, "t2")
+	if len(explained) == 0 || string(got) != `{"second":{"len(history(\"tx\", \"1h\"))":2}}` {
+		t.Fatalf("Features(t2) = %s (explained %v)", got, explained)
+	}
+	if task.Features(0, "t1") != nil {
+		t.Errorf("Features(t1), decided without Explain: %s", task.Features(0, "t1"))
+	}
+	snap, err := task.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := newOutputTask(t, rs)
+	if err := again.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	if b := again.Features(0, "t2"); string(b) != string(got) {
+		t.Errorf("after a restore: %s, want %s", b, got)
+	}
+	again.tx("t3", "u9", 2000+3_600_000+2) // t2's retention passes
+	if b := again.Features(0, "t2"); b != nil {
+		t.Errorf("features of an expired id: %s", b)
+	}
+	// Without features, a snapshot is what it was before they existed.
+	plain := newOutputTask(t, rs)
+	plain.tx("t1", "u1", 1000)
+	s1, _ := plain.Snapshot()
+	plain.Explain()
+	plain.Explained()
+	s2, _ := plain.Snapshot()
+	if string(s1) != string(s2) {
+		t.Error("an Explain that recorded nothing changed the snapshot")
+	}
+}
+
 // BenchmarkProcessIDIndex is BenchmarkProcess with the task's ids in an
 // IDIndex, as the service runs its tasks: the cost of the index on the path
 // of every event (compare the two with benchstat).

@@ -118,7 +118,68 @@ func (t *Task) Snapshot() ([]byte, error) {
 		e.String(fmt.Sprintf("%+v", jo.j.Spec))
 		e.ByteSlice(sub.Bytes())
 	}
+	t.encodeFeatures(e)
 	return e.Bytes(), nil
+}
+
+// encodeFeatures writes the decision API's features of the ids remembered
+// (Task.Features) as a last section, and only when there are any: the
+// snapshots of a task that no request reached keep the layout of the builds
+// before it, which do not read that section.
+func (t *Task) encodeFeatures(e *codec.Encoder) {
+	n := 0
+	for _, s := range t.seen {
+		if s != nil && len(s.features) > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	e.Int(n)
+	for i, s := range t.seen {
+		if s == nil || len(s.features) == 0 {
+			continue
+		}
+		e.Int(i)
+		ids := slices.Sorted(maps.Keys(s.features))
+		e.Int(len(ids))
+		for _, id := range ids {
+			e.String(id)
+			e.ByteSlice(s.features[id])
+		}
+	}
+}
+
+// decodeFeatures reads what encodeFeatures wrote, when the snapshot has it.
+// Features of ids the running version does not remember are dropped.
+func (t *Task) decodeFeatures(d *codec.Decoder, old []oldStream) {
+	if d.Len() == 0 {
+		return
+	}
+	for range d.Count(2) {
+		si := d.Int()
+		if si >= len(old) {
+			d.Fail("features of stream %d of %d", si, len(old))
+			return
+		}
+		var s *seenIDs
+		if o := old[si]; o.ok {
+			s = t.seen[o.now]
+		}
+		for range d.Count(2) {
+			id, b := d.String(), d.ByteSlice()
+			if s == nil || d.Err() != nil {
+				continue
+			}
+			if slot, found := s.find(id); found {
+				if s.features == nil {
+					s.features = make(map[string][]byte)
+				}
+				s.features[s.at(s.index(s.table[slot])).id] = b
+			}
+		}
+	}
 }
 
 // counters lists the Stats fields a snapshot keeps, in a fixed order.
@@ -392,6 +453,7 @@ func (t *Task) Restore(data []byte) error {
 			}
 		}
 	}
+	t.decodeFeatures(d, old)
 	if err := d.Finish(); err != nil {
 		return fmt.Errorf("task snapshot: %w", err)
 	}

@@ -343,7 +343,14 @@ func (t *Task) Process(rec *Record) {
 		}
 	}
 	if rec.HasID {
-		t.seen[rec.Stream].put(id, seen{key: ks.key, time: ts, decision: stored, pending: pending, crc: BodyCRC(rec.Value)})
+		ids := t.seen[rec.Stream]
+		ids.put(id, seen{key: ks.key, time: ts, decision: stored, pending: pending, crc: BodyCRC(rec.Value)})
+		if len(t.explain) > 0 { // the decision API's event: keep its features with its decision
+			if ids.features == nil {
+				ids.features = make(map[string][]byte)
+			}
+			ids.features[id] = jsonv.Append(nil, t.explain)
+		}
 	}
 	t.observe(in, ts)
 }

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -186,5 +188,41 @@ func TestIDConflictAcrossTasks(t *testing.T) {
 	// ua's state counts t1 and t3: neither refused event.
 	if got := reasonOf(t, []byte(verdicts["t3"][0])); got != "2" {
 		t.Errorf("t3 sees %s events of %s, want 2", got, ua)
+	}
+}
+
+const rulesExplain = `
+streams:
+  tx: {topic: tx, key: user_id, time: ts, id: tx_id, decide: true}
+rules:
+  big: {stream: tx, action: review, when: 'amount >= 100 && len(history("tx", "1h")) >= 1'}
+`
+
+// TestDecideRepeatFeatures: a repeated request gets the stored decision with
+// the features of the first answer, identical.
+func TestDecideRepeatFeatures(t *testing.T) {
+	svc, _ := testService(t, rulesExplain)
+	waitReady(t, svc)
+	ctx := context.Background()
+	body := []byte(`{"tx_id":"f1","user_id":"u1","amount":150,"ts":1000}`)
+	first, err := svc.Decide(ctx, "tx", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]any{"big": {"amount": 150.0, `len(history("tx", "1h"))`: 1.0}}
+	if diff := cmp.Diff(want, first.Features); diff != "" {
+		t.Fatalf("first answer's features (-want +got):\n%s", diff)
+	}
+	again, err := svc.Decide(ctx, "tx", body)
+	if err != nil || !again.Replay {
+		t.Fatalf("repeat: replay %v, %v", again != nil && again.Replay, err)
+	}
+	if string(again.Decision) != string(first.Decision) || !strings.Contains(string(again.Decision), `"rule":"big"`) {
+		t.Errorf("repeat decision %s, first %s", again.Decision, first.Decision)
+	}
+	f1, _ := json.Marshal(first.Features)
+	f2, _ := json.Marshal(again.Features)
+	if string(f1) != string(f2) {
+		t.Errorf("repeat features %s, first %s", f2, f1)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/internal/jsonv"
 	"github.com/vigil-cep/vigil/rules"
 )
 
@@ -58,7 +59,9 @@ type DecideResult struct {
 	Decision []byte
 	Replay   bool // the id was known: the stored decision
 	// Features holds, per matched rule, the values of what its condition
-	// compares (explainability); nil for a replayed decision.
+	// compares (explainability), as the first answer for the id gave them
+	// (a replay included); nil when no rule matched, or when the id was
+	// decided from its input topic rather than through Decide.
 	Features map[string]map[string]any
 }
 
@@ -68,8 +71,8 @@ type DecideResult struct {
 // the decisions topic, and the result returns once the broker has
 // acknowledged both, so a crash can neither lose an event whose decision was
 // returned nor decide it differently on replay. A known id returns the
-// stored decision (Replay); the same id with another body is ErrIDConflict,
-// and so is an id that another task of
+// stored decision (Replay) with the features of the first answer; the same
+// id with another body is ErrIDConflict, and so is an id that another task of
 // this instance holds (engine.IDIndex: the guarantee does not reach the tasks
 // of other instances).
 func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (res *DecideResult, err error) {
@@ -125,7 +128,8 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (r
 			case pending:
 				reply <- answer{err: ErrPending}
 			default:
-				reply <- answer{res: &DecideResult{Decision: d, Replay: true}}
+				reply <- answer{res: &DecideResult{Decision: d, Replay: true,
+					Features: features(t.eng.Features(st.Index, rec.ID))}}
 			}
 			return
 		}
@@ -145,13 +149,16 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (r
 		t.capture = req
 		t.eng.Explain()
 		t.eng.Process(&rec)
-		req.features = t.eng.Explained()
+		t.eng.Explained()
 		t.capture = nil
 		if errors.As(rec.Err, new(*engine.IDConflictError)) {
 			// Claimed by another task since IDConflict above.
 			reply <- answer{err: fmt.Errorf("%w: %w", ErrIDConflict, rec.Err)}
 			return
 		}
+		// The features as the task keeps them, which a repeat of this
+		// request gets too.
+		req.features = features(t.eng.Features(st.Index, rec.ID))
 		// The event itself, on its input partition, marked so that the
 		// task, reading it back with the id already known, re-emits
 		// nothing (after a restore from before it, it is processed).
@@ -193,6 +200,25 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (r
 		return nil, errors.New("the event produced no decision") // a DLQ'd event: rec.Err was nil, so a rule run error
 	}
 	return &DecideResult{Decision: a.req.decision, Features: a.req.features}, nil
+}
+
+// features decodes what engine.Task.Features returns.
+func features(b []byte) map[string]map[string]any {
+	if b == nil {
+		return nil
+	}
+	v, err := jsonv.Decode(string(b))
+	m, ok := v.(map[string]any)
+	if err != nil || !ok {
+		return nil
+	}
+	out := make(map[string]map[string]any, len(m))
+	for rule, f := range m {
+		if f, ok := f.(map[string]any); ok {
+			out[rule] = f
+		}
+	}
+	return out
 }
 
 // Decision returns the decision of id held by one of this instance's tasks.
