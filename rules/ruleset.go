@@ -75,6 +75,10 @@ type Stream struct {
 	// or a list's or object's JSON text): the cost bound assumes it, and a
 	// longer field sends its event to the DLQ.
 	MaxFieldBytes int
+	// BoundedFields are the top-level fields expressions name (a superset:
+	// function and variable names too): the decoder holds them to
+	// MaxFieldBytes. Set for input streams.
+	BoundedFields []string
 	HasID         bool
 	Windows       []int // indices of the windows over this stream
 	Rules         []int // indices of the active and shadow rules over this stream
@@ -556,9 +560,8 @@ func (c *compiler) deriveRetention(fail func(string, error)) {
 // expression is compiled, so that the element predicates are registered.
 func (c *compiler) deriveDecodeFields() {
 	for _, st := range c.rs.Streams {
-		st.DecodeFields = nil
-		if !st.Input() || len(st.Patterns) > 0 || len(st.Joins) > 0 || len(st.Enrichments) > 0 ||
-			st.Decide == DecideWatermark || st.Retention > 0 && st.HistoryFields == nil {
+		st.DecodeFields, st.BoundedFields = nil, nil
+		if !st.Input() {
 			continue
 		}
 		names, whole := map[string]bool{}, false
@@ -590,15 +593,28 @@ func (c *compiler) deriveDecodeFields() {
 				read(r.reason)
 			}
 		}
-		if whole {
-			continue
-		}
 		for _, f := range st.HistoryFields {
 			names[f] = true
 		}
 		if st.inlineField != "" {
 			names[st.inlineField] = true
 		}
-		st.DecodeFields = sortedNames(names)
+		decodeAll := whole || len(st.Patterns) > 0 || len(st.Joins) > 0 || len(st.Enrichments) > 0 ||
+			st.Decide == DecideWatermark || st.Retention > 0 && st.HistoryFields == nil
+		if !decodeAll {
+			st.DecodeFields = sortedNames(names)
+		}
+		// The bound applies to what pattern conditions and enrichment keys
+		// name too (they see the whole event); a name that is a function or
+		// a variable bounds nothing.
+		for _, pi := range st.Patterns {
+			for _, s := range append(append([]*exprSource(nil), c.rs.Patterns[pi].where...), c.rs.Patterns[pi].until...) {
+				read(s)
+			}
+		}
+		for _, ei := range st.Enrichments {
+			read(&c.rs.Enrichments[ei].key)
+		}
+		st.BoundedFields = sortedNames(names)
 	}
 }

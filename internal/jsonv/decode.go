@@ -109,6 +109,23 @@ type decoder struct {
 	only  []string  // the top-level object's members to keep; nil: all
 	slots []any     // where they go instead of a map (DecodePrefixSlots)
 	isObj bool      // the top-level value was an object decoded into slots
+	// limit, when positive, bounds the text of the top-level object's kept
+	// members that only names, or that bounded names when only is nil
+	// (DecodeSlotsBounded, DecodeOnlyBounded).
+	limit   int
+	bounded []string
+}
+
+// MemberTooLongError is the error of a bounded decode (DecodeSlotsBounded,
+// DecodeOnlyBounded): a bounded member of the top-level object whose value
+// is longer than the limit, as JSON text.
+type MemberTooLongError struct {
+	Key          string
+	Bytes, Limit int
+}
+
+func (e *MemberTooLongError) Error() string {
+	return fmt.Sprintf("field %q is %d bytes, more than the limit of %d", e.Key, e.Bytes, e.Limit)
 }
 
 // objMember is one member of an object being decoded: its value in v, or,
@@ -136,13 +153,13 @@ var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
 const maxPooledStack = 1 << 12
 
 func decodePrefix(s string, only []string) (any, int, error) {
-	v, n, _, err := decodePrefixSlots(s, only, nil)
+	v, n, _, err := decodePrefixSlots(s, only, nil, 0, nil)
 	return v, n, err
 }
 
-func decodePrefixSlots(s string, only []string, slots []any) (any, int, bool, error) {
+func decodePrefixSlots(s string, only []string, slots []any, limit int, bounded []string) (any, int, bool, error) {
 	d := decoderPool.Get().(*decoder)
-	d.s, d.only, d.slots, d.isObj = s, only, slots, false
+	d.s, d.only, d.slots, d.isObj, d.limit, d.bounded = s, only, slots, false, limit, bounded
 	v, n, err := d.value(skipSpace(s, 0))
 	if err != nil {
 		// The error unwound past the frames that pop the stacks.
@@ -153,7 +170,7 @@ func decodePrefixSlots(s string, only []string, slots []any) (any, int, bool, er
 		v, n = nil, 0
 	}
 	isObj := d.isObj && err == nil
-	d.s, d.only, d.slots = "", nil, nil
+	d.s, d.only, d.slots, d.bounded = "", nil, nil, nil
 	if cap(d.elems) <= maxPooledStack && cap(d.kvs) <= maxPooledStack && cap(d.strs) <= maxPooledStack &&
 		cap(d.nums) <= maxPooledStack && cap(d.buf) <= 16*maxPooledStack {
 		decoderPool.Put(d)
@@ -254,7 +271,39 @@ func DecodePrefixSlots(s string, names []string, slots []any) (v any, n int, obj
 	if names == nil {
 		names = []string{} // nil would keep every member
 	}
-	return decodePrefixSlots(s, names, slots)
+	return decodePrefixSlots(s, names, slots, 0, nil)
+}
+
+// DecodeSlotsBounded is DecodeSlots, except that a member names lists whose
+// value is longer than limit bytes of JSON text fails the decode with a
+// *MemberTooLongError. The check costs one comparison per kept member.
+func DecodeSlotsBounded(s string, names []string, slots []any, limit int) (v any, obj bool, err error) {
+	if names == nil {
+		names = []string{}
+	}
+	v, n, obj, err := decodePrefixSlots(s, names, slots, limit, nil)
+	if err == nil {
+		err = endsAt(s, n)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return v, obj, nil
+}
+
+// DecodeOnlyBounded is DecodeOnly, except that a kept member of the
+// top-level object whose value is longer than limit bytes of JSON text fails
+// the decode with a *MemberTooLongError: every kept member when only is not
+// nil, else the members bounded lists.
+func DecodeOnlyBounded(s string, only, bounded []string, limit int) (any, error) {
+	v, n, _, err := decodePrefixSlots(s, only, nil, limit, bounded)
+	if err == nil {
+		err = endsAt(s, n)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // Skip validates the first JSON value in s without building it and returns the bytes consumed (like DecodePrefix).
@@ -431,6 +480,9 @@ func (d *decoder) object(i int) (any, int, error) {
 				return nil, 0, err
 			}
 			d.kvs = append(d.kvs, objMember{k: k, v: v, slot: slot})
+		}
+		if d.limit > 0 && d.depth == 1 && j-i > d.limit && (slot >= 0 || d.only == nil && slices.Contains(d.bounded, k)) {
+			return nil, 0, &MemberTooLongError{Key: k, Bytes: j - i, Limit: d.limit}
 		}
 		if i = skipSpace(s, j); i < len(s) && s[i] == ',' {
 			i = skipSpace(s, i+1)
