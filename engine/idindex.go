@@ -28,11 +28,12 @@ import (
 //     in partitions that two instances own is decided by each. Catching that
 //     would take routing every id to one owner (a topic keyed by id) on the
 //     path of every event;
-//   - in replay, within a partition only: replay runs a task per partition,
-//     in parallel, and a check across them in input order (for outputs that
-//     are the same bytes every run) cost about 6% of replay's throughput, on
-//     the goroutine that dispatches every record. Replay input keyed as Kafka
-//     places keys has each key in one partition, where the task checks it.
+//   - in replay, within a partition only: an id that two keys send on two
+//     partitions is decided by each, as across instances. Replay runs a task
+//     per partition, in parallel; checking across them in input order (for
+//     outputs that are the same bytes every run) cost about 6% of replay's
+//     throughput, on the one goroutine that dispatches every record, whose
+//     cache the ids' text has left (measured, and not kept).
 
 // IDConflictError is why an event was refused: its id is held, within its
 // retention, by another key of the same task, or by another task.
