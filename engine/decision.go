@@ -25,7 +25,7 @@ func (t *Task) decide(st *rules.Stream, id string, ks *keyState, ts int64, field
 	t.cur, t.curTime = ks, ts
 	hits := t.hits[:0]
 	for _, ri := range st.Rules {
-		ok, err := t.ev.When(ri, fields)
+		ok, err := t.evalRule(ri, fields)
 		r := t.rs.Rules[ri]
 		if err != nil {
 			t.stats.RuleErrors++
@@ -37,6 +37,7 @@ func (t *Task) decide(st *rules.Stream, id string, ks *keyState, ts int64, field
 		}
 		reason, err := t.ev.Reason(ri, fields)
 		if err != nil {
+			t.stopped(ri, err)
 			t.stats.RuleErrors++
 			hits = append(hits, hit{ri: ri, rule: r, err: "reason: " + err.Error()})
 		}
@@ -45,6 +46,7 @@ func (t *Task) decide(st *rules.Stream, id string, ks *keyState, ts int64, field
 			t.explain[r.Name] = t.ev.Explain(ri, fields)
 		}
 	}
+	t.ev.Idle()
 	t.cur = nil
 	t.hits = hits
 	t.stats.Decisions++

@@ -89,10 +89,10 @@ func (x *Extractor) Extract(rec *Record) {
 	st := x.rs.Streams[rec.Stream]
 	if rec.Fields == nil && rec.slots == nil {
 		if x.slotted(rec.Stream) {
-			if rec.slots, rec.Err = decodeSlots(rec.Value, st.DecodeFields, x.newSlots(len(st.DecodeFields))); rec.Err != nil {
+			if rec.slots, rec.Err = decodeSlots(rec.Value, st, x.newSlots(len(st.DecodeFields))); rec.Err != nil {
 				return
 			}
-		} else if rec.Fields, rec.Err = decodeObject(rec.Value, st.DecodeFields); rec.Err != nil {
+		} else if rec.Fields, rec.Err = decodeObject(rec.Value, st); rec.Err != nil {
 			return
 		}
 	}

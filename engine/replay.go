@@ -62,6 +62,7 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 		}
 	})
 	defer tasks.close()
+	defer context.AfterFunc(ctx, tasks.stopRules)() // a cancel ends a rule that runs, and skips the rest
 	var en *Enricher
 	if len(rs.Enrichments) > 0 {
 		var err error

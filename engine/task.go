@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -107,9 +108,14 @@ type Task struct {
 	seq       uint64    // arrival order of pattern events
 	cur       *keyState // the key whose event is being decided, for history()
 	curTime   int64
-	lastSweep int64
-	idle      sweepQueue
-	maxRetain int64 // the longest stream retention: when a key's every event has expired
+	// guard, when set, sees the rule evaluations (guard.go); onStopped hears
+	// of a rule it stopped, which the task then skips (quarantined).
+	guard       *rules.Guard
+	onStopped   func(rule string)
+	quarantined map[int]bool
+	lastSweep   int64
+	idle        sweepQueue
+	maxRetain   int64 // the longest stream retention: when a key's every event has expired
 
 	buf     []byte
 	hits    []hit
@@ -202,6 +208,9 @@ func NewTask(rs *rules.Ruleset, emit func(Output), opts ...Option) (*Task, error
 	ev, err := rs.NewEvaluator(t.history)
 	if err != nil {
 		return nil, err
+	}
+	if t.guard != nil {
+		ev.SetGuard(t.guard)
 	}
 	t.ev = ev
 	if t.dec, err = NewExtractor(rs); err != nil {
@@ -375,21 +384,31 @@ func (t *Task) keep(ks *keyState, st *rules.Stream, ts int64, row any, mark rule
 
 // decodeObject decodes an event's value into a map, keeping only the fields
 // named in only when it is not nil (Stream.DecodeFields).
-func decodeObject(text string, only []string) (map[string]any, error) {
-	v, err := jsonv.DecodeOnly(text, only)
+func decodeObject(text string, st *rules.Stream) (map[string]any, error) {
+	v, err := jsonv.DecodeOnlyBounded(text, st.DecodeFields, st.BoundedFields, st.MaxFieldBytes)
 	if err != nil {
-		return nil, fmt.Errorf("value is not JSON: %w", err)
+		return nil, decodeError(st, err)
 	}
 	return objectOf(v)
 }
 
+// decodeError says why an event's value was refused: not JSON, or a field
+// that an expression reads longer than the stream allows (the cost bound
+// assumes it, docs/design.md "Rule safety").
+func decodeError(st *rules.Stream, err error) error {
+	if tl := (*jsonv.MemberTooLongError)(nil); errors.As(err, &tl) {
+		return fmt.Errorf("field %q is %d bytes, more than max_field_bytes (%d) of stream %s", tl.Key, tl.Bytes, tl.Limit, st.Name)
+	}
+	return fmt.Errorf("value is not JSON: %w", err)
+}
+
 // decodeSlots is decodeObject for a stream decoded into slots: the fields
 // named go into slots, which it returns.
-func decodeSlots(text string, names []string, slots []any) ([]any, error) {
-	v, obj, err := jsonv.DecodeSlots(text, names, slots)
+func decodeSlots(text string, st *rules.Stream, slots []any) ([]any, error) {
+	v, obj, err := jsonv.DecodeSlotsBounded(text, st.DecodeFields, slots, st.MaxFieldBytes)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("value is not JSON: %w", err)
+		return nil, decodeError(st, err)
 	case !obj:
 		_, err = objectOf(v)
 		return nil, err

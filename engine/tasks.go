@@ -66,6 +66,35 @@ type taskSet struct {
 	inflight []flight
 	records  int64 // records dispatched (for progress: the tasks' own counters are theirs)
 	wg       sync.WaitGroup
+	// guards are the tasks' rule guards, which stopRules stops when the
+	// replay is canceled (SIGINT, SIGTERM), so that a slow rule does not
+	// hold it up; stopped says that happened, for tasks started later.
+	guardMu sync.Mutex
+	guards  []*rules.Guard
+	stopped bool
+}
+
+// stopRules stops every rule evaluation of the replay's tasks, now and
+// later: it is being canceled. Safe for concurrent use.
+func (s *taskSet) stopRules() {
+	s.guardMu.Lock()
+	defer s.guardMu.Unlock()
+	s.stopped = true
+	for _, g := range s.guards {
+		g.StopAll()
+	}
+}
+
+// guard returns a new task's guard, stopped if the replay was canceled.
+func (s *taskSet) guard() *rules.Guard {
+	s.guardMu.Lock()
+	defer s.guardMu.Unlock()
+	g := new(rules.Guard)
+	if s.stopped {
+		g.StopAll()
+	}
+	s.guards = append(s.guards, g)
+	return g
 }
 
 // pipelineDepth is how many batches may be dispatched and not yet merged.
@@ -223,7 +252,7 @@ func (s *taskSet) partition(p int32) (*partTask, error) {
 		return nil, fmt.Errorf("more than %d partitions in one replay", MaxReplayPartitions)
 	}
 	pt := &partTask{part: p, work: make(chan *job, pipelineDepth), done: make(chan *job, pipelineDepth)}
-	task, err := NewTask(s.rs, func(o Output) { pt.out.add(pt.cur, o.Value) })
+	task, err := NewTask(s.rs, func(o Output) { pt.out.add(pt.cur, o.Value) }, Guarded(s.guard(), nil))
 	if err != nil {
 		return nil, err
 	}

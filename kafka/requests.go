@@ -295,6 +295,9 @@ func (s *Service) Ready() error {
 	if err := s.failed.Load(); err != nil {
 		return *err
 	}
+	if stuck := s.stuck.Load(); stuck != nil {
+		return errors.New(*stuck)
+	}
 	return nil
 }
 

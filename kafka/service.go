@@ -41,6 +41,7 @@ type Config struct {
 	MaxRecordBytes     int           // larger input records go to the DLQ
 	APIQueue           int           // decision API requests queued per task before 429
 	ShutdownTimeout    time.Duration // bound on the final drain and checkpoint
+	RuleTimeLimit      time.Duration // a rule evaluation running longer is stopped and its rule quarantined (guard.go)
 	Logger             *slog.Logger
 	Metrics            *telemetry.Metrics   // nil: no metrics
 	Lookups            engine.LookupFactory // the lookups of the ruleset's enrichments (Redis, HTTP)
@@ -64,6 +65,7 @@ var DefaultConfig = Config{
 	MaxRecordBytes:     1 << 20,
 	APIQueue:           1024,
 	ShutdownTimeout:    30 * time.Second,
+	RuleTimeLimit:      time.Second,
 }
 
 func (c *Config) fillDefaults() {
@@ -117,6 +119,9 @@ func (c *Config) fillDefaults() {
 	if c.MaxRecordBytes <= 0 {
 		c.MaxRecordBytes = d.MaxRecordBytes
 	}
+	if c.RuleTimeLimit <= 0 {
+		c.RuleTimeLimit = d.RuleTimeLimit
+	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = d.ShutdownTimeout
 	}
@@ -154,6 +159,10 @@ type Service struct {
 	rulesLog   *rulesLog                // the accepted versions, followed by watchRules
 	rulesCl    *kgo.Client              // proposes versions (Publish)
 	publishMu  sync.Mutex
+	// stuck describes a task stuck in a rule, for Ready; nil when none
+	// (the watchdog, guard.go). quarantines are the rules to disable.
+	stuck       atomic.Pointer[string]
+	quarantines chan string
 }
 
 // New connects to the brokers, creates missing topics, and loads the ruleset:
@@ -166,7 +175,7 @@ func New(ctx context.Context, cfg Config, seed []byte, seedExplicit bool) (*Serv
 		return nil, errors.New("kafka: no brokers")
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, tasks: make(map[int32]*task), ids: engine.NewIDIndex(),
-		lag: make(map[topicPartition]int64), extractors: make(chan *pooledExtractor, 64)}
+		lag: make(map[topicPartition]int64), extractors: make(chan *pooledExtractor, 64), quarantines: make(chan string, 16)}
 	// Topics are created and then looked up at once: a short metadata age
 	// keeps the client from serving the "unknown topic" it cached before.
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.MetadataMinAge(100*time.Millisecond))
@@ -328,6 +337,13 @@ func (s *Service) Run(ctx context.Context) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() { defer close(watched); s.watchRules(watchCtx) }()
+	// The watchdog outlives the poll loop: it must stop a slow rule during
+	// the final drain too, so that a shutdown ends in time.
+	guardCtx, stopGuard := context.WithCancel(context.Background())
+	var guards sync.WaitGroup
+	guards.Go(func() { s.watch(guardCtx) })
+	guards.Go(func() { s.quarantiner(watchCtx) })
+	defer func() { stopGuard(); guards.Wait() }()
 	unobserve := s.observeMetrics()
 	defer unobserve()
 	runErr := s.poll(ctx)

@@ -50,8 +50,10 @@ type task struct {
 	capture    *apiDecide  // the API request whose event is being processed
 	arrived    time.Time   // the timestamp of the Kafka record being processed
 	lastGauges time.Time
-	reported   map[string]int64 // the values reportGauges last sent
-	watermark  atomic.Int64     // the engine's, for the metrics goroutine
+	reported   map[string]int64              // the values reportGauges last sent
+	watermark  atomic.Int64                  // the engine's, for the metrics goroutine
+	guard      rules.Guard                   // the rule evaluations, for the watchdog (guard.go)
+	running    atomic.Pointer[rules.Ruleset] // rs, for the watchdog
 
 	inflight   sync.WaitGroup // produced records not yet acknowledged
 	saving     sync.Mutex     // held while a checkpoint is being saved
@@ -115,7 +117,8 @@ func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 // when it is not nil.
 func (t *task) use(rs *rules.Ruleset, data []byte) error {
 	t.clock.read() // inputs registered now start their idleness timers now
-	eng, err := engine.NewTask(rs, t.emit, engine.ProcessingClock(&t.clock), engine.SharedIDs(t.s.ids, t.part))
+	eng, err := engine.NewTask(rs, t.emit, engine.ProcessingClock(&t.clock), engine.SharedIDs(t.s.ids, t.part),
+		engine.Guarded(&t.guard, t.s.quarantine))
 	if err != nil {
 		return err
 	}
@@ -140,6 +143,7 @@ func (t *task) use(rs *rules.Ruleset, data []byte) error {
 		t.enr.Close()
 	}
 	t.rs, t.eng, t.enr = rs, eng, enr
+	t.running.Store(rs)
 	t.byTopic = make(map[string]int)
 	for _, st := range rs.Streams {
 		if st.Input() {

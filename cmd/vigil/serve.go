@@ -44,6 +44,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.MaxRecordBytes, "max-record-bytes", d.MaxRecordBytes, "larger input records go to the DLQ")
 	redisAddr := fs.String("redis", "", "Redis address (host:port) for the ruleset's redis enrichments")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "bound on the final drain and checkpoint after SIGTERM")
+	fs.DurationVar(&cfg.RuleTimeLimit, "rule-time-limit", d.RuleTimeLimit, "a rule evaluation running longer is stopped (its decision records the error) and the rule quarantined: disabled in a new ruleset version")
+	requestTimeout := fs.Duration("request-timeout", api.DefaultRequestTimeout, "deadline of every API request but backtests: past it the answer is 503")
 	t := &cfg.Topics
 	fs.StringVar(&t.Decisions, "decisions-topic", d.Topics.Decisions, "decision records (key = transaction id)")
 	fs.StringVar(&t.Alerts, "alerts-topic", d.Topics.Alerts, "pattern matches and timeouts")
@@ -127,6 +129,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var srv *http.Server
 	if *httpAddr != "" {
 		apiOpts.Logger = log
+		apiOpts.RequestTimeout = *requestTimeout
 		apiOpts.Metrics = tel.MetricsHandler()
 		apiOpts.Middleware = tel.HTTPMiddleware(func(r *http.Request) string {
 			if rc := chi.RouteContext(r.Context()); rc != nil {

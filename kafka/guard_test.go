@@ -1,0 +1,58 @@
+package kafka
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/vigil-cep/vigil/rules"
+)
+
+// TestWatchdogStopsASlowRule runs the watchdog's rounds from inside a rule
+// evaluation, at chosen times, as its goroutine would see it: the evaluation
+// is stopped once it has run for the limit, Ready names the task and the rule,
+// and the next round without it clears the report.
+func TestWatchdogStopsASlowRule(t *testing.T) {
+	rs, err := rules.Load([]byte("streams:\n  tx: {key: u, time: ts, id: id, decide: true, max_history: 10}\n" +
+		"rules:\n  slow: {stream: tx, action: block, when: 'any(history(\"tx\", \"1h\"), .s == s)'}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Service{cfg: Config{RuleTimeLimit: time.Second}, tasks: map[int32]*task{}}
+	s.joined.Store(true)
+	tk := &task{part: 3}
+	tk.running.Store(rs)
+	s.tasks[3] = tk
+
+	start := time.Unix(1_700_000_000, 0)
+	seen := map[int32]sighting{}
+	var reports []string
+	ev, err := rs.NewEvaluator(func(int, int64) []rules.Past {
+		for _, at := range []time.Duration{0, 999 * time.Millisecond, time.Second} {
+			reports = append(reports, s.inspect(start.Add(at), seen))
+		}
+		return []rules.Past{{Value: map[string]any{"s": "x"}}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.SetGuard(&tk.guard)
+	_, err = ev.When(0, rules.MapFields(map[string]any{"s": "x"}))
+	if !errors.Is(err, rules.ErrStopped) {
+		t.Fatalf("the slow evaluation: got %v, want ErrStopped", err)
+	}
+	want := []string{"", "", "task 3 is stuck in rule slow: one evaluation has run for 1s (the limit is 1s)"}
+	for i := range want {
+		if reports[i] != want[i] {
+			t.Errorf("round %d: got %q, want %q", i, reports[i], want[i])
+		}
+	}
+	s.stuck.Store(&reports[2])
+	if err := s.Ready(); err == nil || err.Error() != want[2] {
+		t.Errorf("Ready: got %v", err)
+	}
+	ev.Idle()
+	if r := s.inspect(start.Add(2*time.Second), seen); r != "" {
+		t.Errorf("after the evaluation: got %q", r)
+	}
+}
