@@ -1,0 +1,150 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// slowRules has a rule within a raised cost budget (about 8 ms per
+// evaluation here) that the test's rule time limit of 2 ms calls slow.
+const slowRules = `
+streams:
+  tx: {topic: tx, key: user_id, time: ts, id: tx_id, decide: true}
+rules:
+  fine: {stream: tx, action: review, when: 'amount > 100'}
+  slow: {stream: tx, action: block, when: 'amount > 0 && all(1..200000, # >= 0)'}
+limits: {cost: 1000000}
+`
+
+// TestServeQuarantinesSlowRule (issue 14, Must show 2): a rule that passes
+// the static bound but runs longer than the rule time limit is stopped and
+// quarantined (disabled in a new version by "vigil", counted in /metrics);
+// decisions and entity reads keep answering within their deadline; and
+// SIGTERM while a slow rule runs ends the service, exit status 0, within its
+// shutdown timeout.
+func TestServeQuarantinesSlowRule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	dir := t.TempDir()
+	rulesPath := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(rulesPath, []byte(slowRules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const shutdownTimeout = 20 * time.Second
+	p, line := startVigil(t, "vigil serving", "serve", "--kafka-listen", "127.0.0.1:0", "--rules", rulesPath,
+		"--data-dir", filepath.Join(dir, "state"), "--partitions", "1", "--rule-time-limit", "2ms",
+		"--request-timeout", "5s", "--shutdown-timeout", shutdownTimeout.String())
+	c := &apiClient{t: t, base: strings.TrimSuffix(lastField(line), ")")}
+	waitReady(t, c)
+
+	// Decide until the quarantine lands; every request answers in time.
+	quarantined := false
+	var stoppedSeen bool
+	for i := 0; i < 500 && !quarantined; i++ {
+		resp, body := c.do("POST", "/v1/decisions?stream=tx", fmt.Sprintf(`{"tx_id":"q%d","user_id":"u1","amount":5,"ts":%d}`, i, 1000+i))
+		if resp.StatusCode != 200 {
+			t.Fatalf("decision %d: %d %s", i, resp.StatusCode, body)
+		}
+		stoppedSeen = stoppedSeen || strings.Contains(body, "rule slow: stopped: the evaluation ran longer than the rule time limit")
+		if resp, body := c.do("GET", "/v1/entities/u1", ""); resp.StatusCode != 200 {
+			t.Fatalf("entity: %d %s", resp.StatusCode, body)
+		}
+		_, audit := c.do("GET", "/v1/audit", "")
+		quarantined = strings.Contains(audit, `"author":"vigil"`)
+	}
+	if !quarantined || !stoppedSeen {
+		t.Fatalf("after 500 decisions: quarantined %v, a decision recorded the stop %v; stderr:\n%s", quarantined, stoppedSeen, p.logs())
+	}
+	_, audit := c.do("GET", "/v1/audit", "")
+	if !strings.Contains(audit, "quarantined: an evaluation of rule slow ran longer than the rule time limit of 2ms") {
+		t.Errorf("audit: %s", audit)
+	}
+	resp, body := c.do("GET", "/v1/rules/slow", "")
+	var rule struct{ Mode string }
+	if json.Unmarshal([]byte(body), &rule); resp.StatusCode != 200 || rule.Mode != "disabled" {
+		t.Errorf("GET /v1/rules/slow: %d %s", resp.StatusCode, body)
+	}
+	if _, body := c.do("GET", "/metrics", ""); !strings.Contains(body, `vigil_rules_quarantined_total{rule="slow"} 1`) {
+		t.Errorf("/metrics has no quarantine of slow")
+	}
+	if resp, body := c.do("POST", "/v1/decisions?stream=tx", `{"tx_id":"after","user_id":"u1","amount":500,"ts":5000}`); resp.StatusCode != 200 ||
+		!strings.Contains(body, `"action":"review"`) || strings.Contains(body, "slow") {
+		t.Errorf("a decision after the quarantine: %d %s", resp.StatusCode, body)
+	}
+	waitReady(t, c)
+
+	// An analyst switches it on again; SIGTERM comes while it runs.
+	resp, _ = c.do("GET", "/v1/ruleset", "")
+	resp, body = c.do("PUT", "/v1/rules/slow", `{"stream":"tx","action":"block","mode":"active","when":"amount > 0 && all(1..200000, # >= 0)"}`,
+		"If-Match", resp.Header.Get("ETag"))
+	if resp.StatusCode != 200 {
+		t.Fatalf("PUT /v1/rules/slow: %d %s", resp.StatusCode, body)
+	}
+	var wg sync.WaitGroup
+	stop, running := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	wg.Go(func() { // decisions in flight through the shutdown
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			req, _ := http.NewRequest("POST", c.base+"/v1/decisions?stream=tx",
+				strings.NewReader(fmt.Sprintf(`{"tx_id":"s%d","user_id":"u2","amount":5,"ts":%d}`, i, 9000+i)))
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+				if i >= 2 {
+					once.Do(func() { close(running) }) // the slow rule is running
+				}
+			}
+		}
+	})
+	<-running
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		close(stop)
+		wg.Wait()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) || err != nil {
+			t.Fatalf("vigil serve after SIGTERM: %v; stderr:\n%s", err, p.logs())
+		}
+		t.Logf("SIGTERM to exit: %s", time.Since(start).Round(time.Millisecond))
+	case <-time.After(shutdownTimeout + 5*time.Second):
+		close(stop)
+		t.Fatalf("vigil serve still running %s after SIGTERM; stderr:\n%s", shutdownTimeout+5*time.Second, p.logs())
+	}
+}
+
+// waitReady polls /readyz until it answers 200 (the group join, or a
+// quarantine landing).
+func waitReady(t *testing.T, c *apiClient) {
+	t.Helper()
+	for i := 0; ; i++ {
+		resp, body := c.do("GET", "/readyz", "")
+		if resp.StatusCode == 200 {
+			return
+		}
+		if i == 300 {
+			t.Fatalf("/readyz not 200 after 30s: %s", body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
