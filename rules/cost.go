@@ -147,7 +147,7 @@ type estimator struct {
 // checkCost refuses s when its compiled tree may cost more than the
 // ruleset's budget per evaluation, naming the innermost expensive part.
 func (c *compiler) checkCost(s *exprSource, tree ast.Node) error {
-	w, total := c.estimate(s, tree)
+	w, total := c.estimateCost(s, tree)
 	if w.err != nil {
 		return w.err
 	}
@@ -165,8 +165,8 @@ func (c *compiler) checkCost(s *exprSource, tree ast.Node) error {
 		units(total.cost), units(w.budget), why))
 }
 
-// estimate walks tree, the compiled form of s.
-func (c *compiler) estimate(s *exprSource, tree ast.Node) (*estimator, estimate) {
+// estimateCost walks tree, the compiled form of s.
+func (c *compiler) estimateCost(s *exprSource, tree ast.Node) (*estimator, estimate) {
 	w := &estimator{c: c, s: s, budget: c.budget(), vars: map[string]*shape{}}
 	w.field = within(c.fieldBytes(s.stream), c.fieldWhy(s.stream))
 	return w, w.walk(tree)

@@ -154,7 +154,7 @@ func FuzzCostBound(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, est := c.estimate(&rs.Rules[0].when, prog.Node())
+		_, est := c.estimateCost(&rs.Rules[0].when, prog.Node())
 
 		var counted float64
 		ev := worstEvent()
