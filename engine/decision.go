@@ -25,7 +25,13 @@ func (t *Task) decide(st *rules.Stream, id string, ks *keyState, ts int64, field
 	t.cur, t.curTime = ks, ts
 	hits := t.hits[:0]
 	for _, ri := range st.Rules {
-		ok, err := t.evalRule(ri, fields)
+		var ok bool
+		var err error
+		if t.quarantined != nil && t.quarantined[ri] {
+			err = errQuarantined
+		} else if ok, err = t.ev.When(ri, fields); err != nil {
+			t.stopped(ri, err)
+		}
 		r := t.rs.Rules[ri]
 		if err != nil {
 			t.stats.RuleErrors++

@@ -19,18 +19,6 @@ func Guarded(g *rules.Guard, stopped func(rule string)) Option {
 // errQuarantined is the error of a rule the task skips after it was stopped.
 var errQuarantined = errors.New("quarantined: an earlier evaluation ran longer than the rule time limit")
 
-// evalRule evaluates rule ri over fields, unless it was stopped before.
-func (t *Task) evalRule(ri int, fields rules.Fields) (bool, error) {
-	if t.quarantined[ri] {
-		return false, errQuarantined
-	}
-	ok, err := t.ev.When(ri, fields)
-	if err != nil {
-		t.stopped(ri, err)
-	}
-	return ok, err
-}
-
 // stopped quarantines rule ri in this task when err says a guard stopped it.
 func (t *Task) stopped(ri int, err error) {
 	if !errors.Is(err, rules.ErrStopped) {

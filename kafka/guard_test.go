@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ func TestWatchdogStopsASlowRule(t *testing.T) {
 	s := &Service{cfg: Config{RuleTimeLimit: time.Second}, tasks: map[int32]*task{}}
 	s.joined.Store(true)
 	tk := &task{part: 3}
+	tk.guard.Watch()
 	tk.running.Store(rs)
 	s.tasks[3] = tk
 
@@ -54,5 +56,22 @@ func TestWatchdogStopsASlowRule(t *testing.T) {
 	ev.Idle()
 	if r := s.inspect(start.Add(2*time.Second), seen); r != "" {
 		t.Errorf("after the evaluation: got %q", r)
+	}
+}
+
+// TestServiceCostBoundRecordLimit: the service loads rulesets for its own
+// record limit, so that a rule reading whole events is held to the records
+// it will see: accepted with 4 KiB records, refused with the default 1 MiB.
+func TestServiceCostBoundRecordLimit(t *testing.T) {
+	doc := []byte(rulesA + "  whole: {stream: tx, action: review, when: 'len(toJSON($env)) > 100'}\n")
+	for _, tt := range []struct {
+		limit int
+		ok    bool
+	}{{4 << 10, true}, {0, false}} {
+		svc, _ := testService(t, rulesA, func(c *Config) { c.MaxRecordBytes = tt.limit })
+		_, err := svc.Publish(context.Background(), doc, 1, "t", "")
+		if (err == nil) != tt.ok {
+			t.Errorf("record limit %d: Publish: %v, want ok %v", tt.limit, err, tt.ok)
+		}
 	}
 }

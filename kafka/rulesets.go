@@ -125,11 +125,12 @@ type rulesLog struct {
 	mu       sync.Mutex
 	cond     *sync.Cond // broadcast when pos moves
 	versions []*RulesetVersion
-	pos      int64 // next offset to read
+	pos      int64              // next offset to read
+	opts     []rules.LoadOption // how versions load (the record limit of the cost bound)
 }
 
-func newRulesLog() *rulesLog {
-	l := &rulesLog{}
+func newRulesLog(opts ...rules.LoadOption) *rulesLog {
+	l := &rulesLog{opts: opts}
 	l.cond = sync.NewCond(&l.mu)
 	return l
 }
@@ -144,7 +145,7 @@ func (l *rulesLog) apply(r *kgo.Record) (*RulesetVersion, error) {
 		err = fmt.Errorf("proposes version %d on top of version %d", v.Number, len(l.versions))
 	}
 	if err == nil {
-		v.rs, err = rules.Load([]byte(v.Document))
+		v.rs, err = rules.Load([]byte(v.Document), l.opts...)
 	}
 	if err != nil {
 		return nil, err
@@ -213,8 +214,9 @@ func (l *rulesLog) outcome(ctx context.Context, off int64, key string) (*Ruleset
 	return nil, ErrVersionConflict
 }
 
-// readRulesLog reads the rules topic from the start to its end.
-func readRulesLog(ctx context.Context, brokers []string, adm *kadm.Client, topic string) (*rulesLog, error) {
+// readRulesLog reads the rules topic from the start to its end, loading
+// versions with opts.
+func readRulesLog(ctx context.Context, brokers []string, adm *kadm.Client, topic string, opts ...rules.LoadOption) (*rulesLog, error) {
 	if _, err := ensureTopics(ctx, adm, nil, Topics{Rules: topic}, 1); err != nil {
 		return nil, err
 	}
@@ -222,7 +224,7 @@ func readRulesLog(ctx context.Context, brokers []string, adm *kadm.Client, topic
 	if err != nil {
 		return nil, err
 	}
-	l := newRulesLog()
+	l := newRulesLog(opts...)
 	if end == 0 {
 		return l, nil
 	}
@@ -329,6 +331,12 @@ func PushRules(ctx context.Context, brokers []string, topic string, doc []byte, 
 	return v, err
 }
 
+// loadOptions are how the service loads rulesets: the cost bound assumes
+// its record limit.
+func (s *Service) loadOptions() []rules.LoadOption {
+	return []rules.LoadOption{rules.MaxRecordBytes(s.cfg.MaxRecordBytes)}
+}
+
 // Versions returns every accepted ruleset version, oldest first.
 func (s *Service) Versions() []*RulesetVersion { return s.rulesLog.all() }
 
@@ -340,7 +348,7 @@ func (s *Service) Current() *RulesetVersion { return s.rulesLog.current() }
 // returns ErrVersionConflict when the current version is not expect, or when
 // another proposal won; a rules.ErrorList when doc does not load.
 func (s *Service) Publish(ctx context.Context, doc []byte, expect int64, author, comment string) (*RulesetVersion, error) {
-	rs, err := rules.Load(doc)
+	rs, err := rules.Load(doc, s.loadOptions()...)
 	if err != nil {
 		return nil, err
 	}

@@ -238,7 +238,7 @@ func (s *Service) loadRules(ctx context.Context, seed []byte, seedExplicit bool)
 		return nil, err
 	}
 	s.rulesCl = cl
-	l, err := readRulesLog(ctx, s.cfg.Brokers, s.adm, topic)
+	l, err := readRulesLog(ctx, s.cfg.Brokers, s.adm, topic, s.loadOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +254,7 @@ func (s *Service) loadRules(ctx context.Context, seed []byte, seedExplicit bool)
 		default:
 			s.log.Info("seeded the rules topic", "topic", topic, "version", v.Number, "digest", v.Digest)
 		}
-		if l, err = readRulesLog(ctx, s.cfg.Brokers, s.adm, topic); err != nil {
+		if l, err = readRulesLog(ctx, s.cfg.Brokers, s.adm, topic, s.loadOptions()...); err != nil {
 			return nil, err
 		}
 	} else if seedExplicit && l.current().Document != string(seed) {

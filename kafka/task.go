@@ -80,6 +80,7 @@ func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 	t := &task{s: s, part: p, in: make(chan *batch, s.cfg.QueueBatches), quit: make(chan struct{}),
 		done: make(chan struct{}), next: make(map[string]int64), switchSig: make(chan struct{}, 1),
 		calls: make(chan func(), s.cfg.APIQueue)}
+	t.guard.Watch() // the watchdog reads its marks (guard.go)
 	t.ackFn = func(r *kgo.Record, err error) {
 		t.acked(r, err)
 		outRecords.Put(r)

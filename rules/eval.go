@@ -302,9 +302,12 @@ func (e *Evaluator) WindowArgs(w int, v Fields, args []any) (keep bool, err erro
 // When reports whether rule r matches the event v. With a Guard
 // (SetGuard), an evaluation it stopped fails with ErrStopped.
 func (e *Evaluator) When(r int, v Fields) (bool, error) {
-	e.begin(r)
+	g := e.ctx.guard
+	if g != nil && g.watched {
+		e.begin(r)
+	}
 	out, err := e.run(e.when[r], v)
-	if stop := e.ctx.check(); stop != nil {
+	if g != nil && g.stop.Load() != 0 && g.stopped(e.ctx.mark) {
 		return false, e.stoppedRule(r) // whatever the VM made of the stop
 	}
 	if err != nil {

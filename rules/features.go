@@ -383,7 +383,7 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 			past := ctx.History(args[0].(int), int64(args[1].(int)))
 			field, inline := args[2].(string), args[3].(bool)
 			fr := stream.NewFieldReader(field) // the rows share their names: find field once
-			var d distinctSet
+			d := distinctSet{onlyStrs: true}
 			for i := range past {
 				var v distinctValue
 				if inline {
@@ -398,7 +398,7 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 					}
 					v.s, v.isStr = v.v.(string)
 				}
-				d.add(v)
+				d.add(&v)
 			}
 			return d.len(), nil
 		},
@@ -415,15 +415,16 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 // values costs what the cost bound assumes (cost.go), not its square. Lists
 // and objects, rare as a distinct field, stay in the array.
 type distinctSet struct {
-	seen  [16]distinctValue // the first values, compared one by one
-	n     int               // of seen in use
-	more  []distinctValue   // lists and objects beyond seen
-	strs  map[string]struct{}
-	nums  map[float64]struct{}
-	count int
+	seen     [16]distinctValue // the first values, compared one by one
+	n        int               // of seen in use
+	onlyStrs bool              // seen[:n] holds strings only
+	more     []distinctValue   // lists and objects beyond seen
+	strs     map[string]struct{}
+	nums     map[float64]struct{}
+	count    int
 }
 
-func (d *distinctSet) add(v distinctValue) {
+func (d *distinctSet) add(v *distinctValue) {
 	if d.strs != nil {
 		if n, ok := hashable(v); ok {
 			if _, dup := d.nums[n]; !dup {
@@ -440,30 +441,31 @@ func (d *distinctSet) add(v distinctValue) {
 			return
 		}
 	}
-	for _, list := range [][]distinctValue{d.seen[:d.n], d.more} {
-		for _, e := range list {
-			if e.isStr || v.isStr {
-				if e.isStr && v.isStr && e.s == v.s { // what runtime.Equal decides for two strings, without its type switch
-					return
-				}
-			} else if runtime.Equal(v.v, e.v) {
+	if v.isStr && d.onlyStrs {
+		for i := range d.n { // the usual case: a few distinct strings
+			if d.seen[i].s == v.s {
 				return
 			}
 		}
+	} else if has(d.seen[:d.n], v) || len(d.more) > 0 && has(d.more, v) {
+		return
+	}
+	if !v.isStr {
+		d.onlyStrs = false
 	}
 	d.count++
 	if d.n < len(d.seen) {
-		d.seen[d.n] = v
+		d.seen[d.n] = *v
 		d.n++
 	} else {
-		d.more = append(d.more, v)
+		d.more = append(d.more, *v)
 	}
 	if d.strs == nil && d.n == len(d.seen) {
 		// Hash strings and numbers from now on; keep the rest in seen.
 		d.strs, d.nums = map[string]struct{}{}, map[float64]struct{}{}
 		kept := 0
 		for _, e := range d.seen[:d.n] {
-			if n, ok := hashable(e); ok {
+			if n, ok := hashable(&e); ok {
 				d.nums[n] = struct{}{}
 			} else if e.isStr {
 				d.strs[e.s] = struct{}{}
@@ -473,15 +475,31 @@ func (d *distinctSet) add(v distinctValue) {
 			}
 		}
 		d.n = kept
+		d.onlyStrs = kept == 0
 	}
 }
 
 func (d *distinctSet) len() int { return d.count }
 
+// has reports whether list holds a value equal to v.
+func has(list []distinctValue, v *distinctValue) bool {
+	for i := range list {
+		e := &list[i]
+		if e.isStr || v.isStr {
+			if e.isStr && v.isStr && e.s == v.s { // what runtime.Equal decides for two strings, without its type switch
+				return true
+			}
+		} else if runtime.Equal(v.v, e.v) {
+			return true
+		}
+	}
+	return false
+}
+
 // hashable returns a non-string value's number as runtime.Equal compares
 // numbers (by value, whatever their Go type); NaN equals nothing, itself
 // included, so it stays in the list.
-func hashable(v distinctValue) (float64, bool) {
+func hashable(v *distinctValue) (float64, bool) {
 	var f float64
 	switch x := v.v.(type) {
 	case float64:

@@ -135,12 +135,12 @@ func TestDistinctSet(t *testing.T) {
 		pool = append(pool, fmt.Sprint("s", i), float64(i)+0.5)
 	}
 	for range 200 {
-		var d distinctSet
+		d := distinctSet{onlyStrs: true}
 		var kept []any
 		for range rng.IntN(80) {
 			v := pool[rng.IntN(len(pool))]
 			s, isStr := v.(string)
-			d.add(distinctValue{s: s, isStr: isStr, v: v})
+			d.add(&distinctValue{s: s, isStr: isStr, v: v})
 			if !slices.ContainsFunc(kept, func(k any) bool { return runtime.Equal(k, v) }) {
 				kept = append(kept, v)
 			}

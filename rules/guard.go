@@ -24,7 +24,13 @@ var ErrStopped = errors.New("stopped: the evaluation ran longer than the rule ti
 type Guard struct {
 	running atomic.Uint64 // the mark of the rule evaluation under way, 0 when none
 	stop    atomic.Uint64 // the mark to stop, or stopAll
+	watched bool          // evaluations are marked (Watch)
 }
+
+// Watch makes the evaluators using g mark each rule evaluation, for a
+// watchdog (Running). Without it g only serves StopAll, and an evaluation
+// costs no atomic store. Call it before g is used.
+func (g *Guard) Watch() { g.watched = true }
 
 // stopAll stops every evaluation (shutdown).
 const stopAll = ^uint64(0)
@@ -35,7 +41,8 @@ type Evaluation uint64
 // Rule is the index of the rule evaluation m runs.
 func (m Evaluation) Rule() int { return int(m&0xfffff) - 1 }
 
-// Running returns the mark of the rule evaluation under way, or 0.
+// Running returns the mark of the rule evaluation under way, or 0 (always
+// 0 unless g is watched).
 func (g *Guard) Running() Evaluation { return Evaluation(g.running.Load()) }
 
 // Stop stops evaluation m if it is still running (or later
@@ -58,18 +65,16 @@ func (e *Evaluator) SetGuard(g *Guard) { e.ctx.guard = g }
 
 // Idle marks the end of a decision's rule evaluations.
 func (e *Evaluator) Idle() {
-	if g := e.ctx.guard; g != nil {
+	if g := e.ctx.guard; g != nil && g.watched {
 		g.running.Store(0)
 	}
 }
 
-// begin marks the evaluation of rule r.
+// begin marks the evaluation of rule r on the (watched) guard.
 func (e *Evaluator) begin(r int) {
-	if g := e.ctx.guard; g != nil {
-		e.seq++
-		e.ctx.mark = e.seq<<20 | uint64(r+1)
-		g.running.Store(e.ctx.mark)
-	}
+	e.seq++
+	e.ctx.mark = e.seq<<20 | uint64(r+1)
+	e.ctx.guard.running.Store(e.ctx.mark)
 }
 
 // check returns ErrStopped, naming the rule, when the current evaluation is to stop.

@@ -16,6 +16,7 @@ func TestGuardStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := &Guard{}
+	g.Watch()
 	var stopNext bool
 	past := []Past{{Value: map[string]any{"s": "a"}}, {Value: map[string]any{"s": "b"}}}
 	ev, err := rs.NewEvaluator(func(int, int64) []Past {
