@@ -135,3 +135,27 @@ func TestUndeclaredFieldsWarned(t *testing.T) {
 		t.Errorf("a misspelt declared field: got %v", err)
 	}
 }
+
+// TestEveryFieldDecodes loads a document that sets a field of every Go type
+// the document has (max_body is an int64): the decoder once panicked on it,
+// in the REST API and in every instance reading the rules topic.
+func TestEveryFieldDecodes(t *testing.T) {
+	doc := `streams:
+  tx: {key: user_id, time: ts, id: tx_id, decide: true, max_field_bytes: 64, max_history: 10}
+enrichments:
+  profile: {stream: tx, http: {url: "http://127.0.0.1:1/{key}", key: user_id, max_body: 16000000}, timeout: 1s}
+rules:
+  r: {stream: tx, action: block, score: 1.5, when: 'profile.risk == "high"'}
+limits: {cost: 5000}
+`
+	rs, err := Load([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rs.Enrichments[0].MaxBody; got != 16_000_000 {
+		t.Errorf("max_body: %d", got)
+	}
+	if _, err := Load([]byte(strings.Replace(doc, "16000000", "1e99", 1))); err == nil || !strings.Contains(err.Error(), "want an integer") {
+		t.Errorf("max_body 1e99: %v", err)
+	}
+}

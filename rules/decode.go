@@ -165,9 +165,9 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 			}
 			v.SetBool(b)
 		}
-	case reflect.Int:
+	case reflect.Int, reflect.Int64:
 		if s, ok := d.scalar(n, path, "an integer"); ok {
-			i, err := strconv.ParseInt(s, 10, 64)
+			i, err := strconv.ParseInt(s, 10, v.Type().Bits())
 			if err != nil || n.Tag != "!!int" {
 				d.fail(n, path, fmt.Errorf("want an integer, not %q", s))
 				return
