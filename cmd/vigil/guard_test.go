@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,15 +18,18 @@ import (
 	"time"
 )
 
-// slowRules has a rule within a raised cost budget (about 8 ms per
-// evaluation here) that the test's rule time limit of 2 ms calls slow.
+// slowRules reads an enrichment whose value the cost bound assumes is no
+// larger than a field (512 bytes): the test's lookup server answers with a
+// list of 3 million numbers, which the rule iterates (about 100 ms per
+// evaluation here) with nothing in it that a guard can stop mid-way.
 const slowRules = `
 streams:
   tx: {topic: tx, key: user_id, time: ts, id: tx_id, decide: true}
+enrichments:
+  profile: {stream: tx, http: {url: "%s/{key}", key: user_id, max_body: 16000000}, timeout: 10s, cache: {size: 100, ttl: 1h}}
 rules:
   fine: {stream: tx, action: review, when: 'amount > 100'}
-  slow: {stream: tx, action: block, when: 'amount > 0 && all(1..200000, # >= 0)'}
-limits: {cost: 1000000}
+  slow: {stream: tx, action: block, when: 'amount > 0 && all(profile.items, # >= 0)'}
 `
 
 // TestServeQuarantinesSlowRule (issue 14, Must show 2): a rule that passes
@@ -36,17 +42,44 @@ func TestServeQuarantinesSlowRule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
+	profile := []byte(`{"items":[0` + strings.Repeat(",0", 3_000_000) + `]}`)
+	lookups := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(profile) }))
+	defer lookups.Close()
 	dir := t.TempDir()
 	rulesPath := filepath.Join(dir, "rules.yaml")
-	if err := os.WriteFile(rulesPath, []byte(slowRules), 0o644); err != nil {
+	if err := os.WriteFile(rulesPath, []byte(fmt.Sprintf(slowRules, lookups.URL)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	const shutdownTimeout = 20 * time.Second
 	p, line := startVigil(t, "vigil serving", "serve", "--kafka-listen", "127.0.0.1:0", "--rules", rulesPath,
-		"--data-dir", filepath.Join(dir, "state"), "--partitions", "1", "--rule-time-limit", "2ms",
-		"--request-timeout", "5s", "--shutdown-timeout", shutdownTimeout.String())
+		"--data-dir", filepath.Join(dir, "state"), "--partitions", "1", "--rule-time-limit", "20ms",
+		"--request-timeout", "10s", "--shutdown-timeout", shutdownTimeout.String())
 	c := &apiClient{t: t, base: strings.TrimSuffix(lastField(line), ")")}
 	waitReady(t, c)
+
+	// /readyz, polled while the decisions run, says which task and rule.
+	var notReady []string
+	var readyMu sync.Mutex
+	pollDone := make(chan struct{})
+	var poller sync.WaitGroup
+	poller.Go(func() {
+		for {
+			select {
+			case <-pollDone:
+				return
+			default:
+			}
+			if resp, err := http.Get(c.base + "/readyz"); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 503 {
+					readyMu.Lock()
+					notReady = append(notReady, string(b))
+					readyMu.Unlock()
+				}
+			}
+		}
+	})
 
 	// Decide until the quarantine lands; every request answers in time.
 	quarantined := false
@@ -63,11 +96,18 @@ func TestServeQuarantinesSlowRule(t *testing.T) {
 		_, audit := c.do("GET", "/v1/audit", "")
 		quarantined = strings.Contains(audit, `"author":"vigil"`)
 	}
+	close(pollDone)
+	poller.Wait()
 	if !quarantined || !stoppedSeen {
 		t.Fatalf("after 500 decisions: quarantined %v, a decision recorded the stop %v; stderr:\n%s", quarantined, stoppedSeen, p.logs())
 	}
+	if !slices.ContainsFunc(notReady, func(b string) bool {
+		return strings.Contains(b, "task 0 is stuck in rule slow: one evaluation has run for")
+	}) {
+		t.Errorf("/readyz never named the stuck task and rule; its 503 answers: %q", notReady)
+	}
 	_, audit := c.do("GET", "/v1/audit", "")
-	if !strings.Contains(audit, "quarantined: an evaluation of rule slow ran longer than the rule time limit of 2ms") {
+	if !strings.Contains(audit, "quarantined: an evaluation of rule slow ran longer than the rule time limit of 20ms") {
 		t.Errorf("audit: %s", audit)
 	}
 	resp, body := c.do("GET", "/v1/rules/slow", "")
@@ -86,7 +126,7 @@ func TestServeQuarantinesSlowRule(t *testing.T) {
 
 	// An analyst switches it on again; SIGTERM comes while it runs.
 	resp, _ = c.do("GET", "/v1/ruleset", "")
-	resp, body = c.do("PUT", "/v1/rules/slow", `{"stream":"tx","action":"block","mode":"active","when":"amount > 0 && all(1..200000, # >= 0)"}`,
+	resp, body = c.do("PUT", "/v1/rules/slow", `{"stream":"tx","action":"block","mode":"active","when":"amount > 0 && all(profile.items, # >= 0)"}`,
 		"If-Match", resp.Header.Get("ETag"))
 	if resp.StatusCode != 200 {
 		t.Fatalf("PUT /v1/rules/slow: %d %s", resp.StatusCode, body)
