@@ -202,6 +202,11 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(`{"streams":{"tx":{"key":"user_id","time":"ts"}},"windows":{"w":{"stream":"tx","session":{"gap":"1m"},"aggregate":{"n":"count()"}}}}`))
 	f.Add([]byte("a: &a [*a, *a]\nb: *a\n"))
 	f.Add([]byte("streams:\n  l: {key: u, time: ts}\n  p: {key: u}\npatterns:\n  x: {stream: l, within: 1m, after_match: {skip_to_last: a}, steps: [{name: a, where: 'true', times: [1, 3], greedy: true}, {name: b, where: 'match.a[0].u == u', not: relaxed}]}\njoins:\n  j: {left: l, right: p, between: [-1m, 1m], where: 'left.u == right.u'}\n"))
+	// Every section and field type: enrichments (max_body is an int64), limits, field bounds.
+	f.Add([]byte("streams:\n  tx: {key: u, time: ts, id: i, decide: true, max_field_bytes: 64, fields: {u: string, ts: number, i: string, a: number}}\n" +
+		"enrichments:\n  p: {stream: tx, http: {url: 'http://h/{key}', key: u, max_body: 4096}, timeout: 1s, retries: 2, cache: {size: 10, ttl: 1m}, fallback: {r: 1}}\n" +
+		"  q: {stream: tx, redis: {hash: '\"p:\" + u'}, capacity: 4, ordered: true}\n" +
+		"rules:\n  r: {stream: tx, action: block, score: 1.5, when: 'a > 1 && p.r == 1'}\nlimits: {cost: 5000}\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		rs, err := Load(src)
 		if err != nil {
