@@ -45,8 +45,8 @@ func (m Evaluation) Rule() int { return int(m&0xfffff) - 1 }
 // 0 unless g is watched).
 func (g *Guard) Running() Evaluation { return Evaluation(g.running.Load()) }
 
-// Stop stops evaluation m if it is still running (or later
-// finishes): its rule's result is ErrStopped.
+// Stop stops evaluation m if it is still running (or fails it when it
+// returns): its rule's result is ErrStopped.
 func (g *Guard) Stop(m Evaluation) { g.stop.Store(uint64(m)) }
 
 // StopAll stops every evaluation from now on: for a shutdown that must not
@@ -77,7 +77,7 @@ func (e *Evaluator) begin(r int) {
 	e.ctx.guard.running.Store(e.ctx.mark)
 }
 
-// check returns ErrStopped, naming the rule, when the current evaluation is to stop.
+// check returns ErrStopped when the current evaluation is to stop.
 func (ctx *Context) check() error {
 	if ctx.guard != nil && ctx.guard.stopped(ctx.mark) {
 		return ErrStopped
