@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/vigil-cep/vigil/internal/rulesdoc"
@@ -82,25 +84,45 @@ func ruleName(rs *rules.Ruleset, i int) string {
 }
 
 // quarantine asks for rule to be disabled (the task goroutine calls it when
-// an evaluation was stopped). It never blocks a task: a request that finds
-// the queue full is dropped, and the next stopped evaluation asks again.
+// an evaluation was stopped). It never blocks a task. The request stays
+// pending until a version that disables the rule is published: a task asks
+// once per rule (it skips the rule from then on), so nothing may drop it.
 func (s *Service) quarantine(rule string) {
+	s.quarantines.mu.Lock()
+	s.quarantines.pending[rule] = true
+	s.quarantines.mu.Unlock()
 	select {
-	case s.quarantines <- rule:
-	default:
+	case s.quarantines.signal <- struct{}{}:
+	default: // a signal is pending already
 	}
 }
 
-// quarantiner publishes the quarantines asked for until ctx ends.
+// quarantineRetry is how soon a quarantine that could not be published is tried again.
+const quarantineRetry = time.Second
+
+// quarantiner publishes the quarantines asked for until ctx ends, retrying
+// those that fail.
 func (s *Service) quarantiner(ctx context.Context) {
+	retry := time.NewTicker(quarantineRetry)
+	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case rule := <-s.quarantines:
+		case <-s.quarantines.signal:
+		case <-retry.C:
+		}
+		s.quarantines.mu.Lock()
+		names := slices.Sorted(maps.Keys(s.quarantines.pending))
+		s.quarantines.mu.Unlock()
+		for _, rule := range names {
 			if err := s.disableRule(ctx, rule); err != nil {
-				s.log.Error("cannot quarantine a rule that ran longer than the rule time limit", "rule", rule, "err", err)
+				s.log.Error("cannot quarantine a rule that ran longer than the rule time limit; retrying", "rule", rule, "err", err)
+				continue
 			}
+			s.quarantines.mu.Lock()
+			delete(s.quarantines.pending, rule)
+			s.quarantines.mu.Unlock()
 		}
 	}
 }

@@ -3,6 +3,8 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,5 +75,37 @@ func TestServiceCostBoundRecordLimit(t *testing.T) {
 		if (err == nil) != tt.ok {
 			t.Errorf("record limit %d: Publish: %v, want ok %v", tt.limit, err, tt.ok)
 		}
+	}
+}
+
+// TestQuarantineNeverDropped: however many quarantines the tasks ask for at
+// once, each rule that exists ends up disabled, in one version each, by
+// "vigil"; names of rules that do not exist are let go.
+func TestQuarantineNeverDropped(t *testing.T) {
+	svc, _ := testService(t, rulesB)
+	for i := range 40 {
+		svc.quarantine(fmt.Sprintf("gone%d", i))
+	}
+	svc.quarantine("never")
+	svc.quarantine("fives")
+	svc.quarantine("fives")
+	for i := 0; ; i++ {
+		cur := svc.Current()
+		if strings.Count(cur.Document, `"disabled"`) == 2 {
+			break
+		}
+		if i == 200 {
+			t.Fatalf("after 20s: version %d: %s", cur.Number, cur.Document)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the quarantiner's publications
+	}
+	vs := svc.Versions()
+	for _, v := range vs[1:] {
+		if v.Author != quarantineAuthor {
+			t.Errorf("version %d by %q", v.Number, v.Author)
+		}
+	}
+	if len(vs) != 3 {
+		t.Errorf("%d versions, want the seed and one per quarantined rule", len(vs))
 	}
 }

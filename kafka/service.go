@@ -162,7 +162,11 @@ type Service struct {
 	// stuck describes a task stuck in a rule, for Ready; nil when none
 	// (the watchdog, guard.go). quarantines are the rules to disable.
 	stuck       atomic.Pointer[string]
-	quarantines chan string
+	quarantines struct {
+		mu      sync.Mutex
+		pending map[string]bool // rule names, until a version disables them
+		signal  chan struct{}   // capacity 1: something is pending
+	}
 }
 
 // New connects to the brokers, creates missing topics, and loads the ruleset:
@@ -175,7 +179,8 @@ func New(ctx context.Context, cfg Config, seed []byte, seedExplicit bool) (*Serv
 		return nil, errors.New("kafka: no brokers")
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, tasks: make(map[int32]*task), ids: engine.NewIDIndex(),
-		lag: make(map[topicPartition]int64), extractors: make(chan *pooledExtractor, 64), quarantines: make(chan string, 16)}
+		lag: make(map[topicPartition]int64), extractors: make(chan *pooledExtractor, 64)}
+	s.quarantines.pending, s.quarantines.signal = map[string]bool{}, make(chan struct{}, 1)
 	// Topics are created and then looked up at once: a short metadata age
 	// keeps the client from serving the "unknown topic" it cached before.
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.MetadataMinAge(100*time.Millisecond))
