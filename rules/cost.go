@@ -212,11 +212,11 @@ func units(f float64) string {
 
 // over records n as the part to blame when it alone exceeds the budget,
 // nothing inside it does, and no other such part costs more.
-func (w *estimator) over(n ast.Node, before int, e estimate, why func() string) estimate {
+func (w *estimator) over(n ast.Node, before int, e estimate, why string) estimate {
 	if e.cost > w.budget && w.blames == before {
 		w.blames++
 		if w.blame == nil || e.cost > w.blamed.cost {
-			w.blame, w.blamed, w.why = n, e, why()
+			w.blame, w.blamed, w.why = n, e, why
 		}
 	}
 	return e
@@ -270,7 +270,8 @@ func (w *estimator) walk(n ast.Node) estimate {
 		obj, from, to := w.walk(n.Node), w.walk(n.From), w.walk(n.To)
 		return estimate{obj.cost + from.cost + to.cost + 2, obj.sh}
 	case *ast.BinaryNode:
-		return w.over(n, before, w.binary(n), func() string { return w.binaryWhy(n) })
+		e, why := w.binary(n)
+		return w.over(n, before, e, why)
 	case *ast.ConditionalNode:
 		c, a, b := w.walk(n.Cond), w.walk(n.Exp1), w.walk(n.Exp2)
 		return estimate{c.cost + max(a.cost, b.cost) + 1, union(a.sh, b.sh)}
@@ -317,10 +318,10 @@ func (w *estimator) walk(n ast.Node) estimate {
 		return estimate{k.cost + v.cost, v.sh}
 	case *ast.CallNode:
 		e, why := w.call(n)
-		return w.over(n, before, e, func() string { return why })
+		return w.over(n, before, e, why)
 	case *ast.BuiltinNode:
 		e, why := w.builtin(n)
-		return w.over(n, before, e, func() string { return why })
+		return w.over(n, before, e, why)
 	case *ast.PredicateNode:
 		return w.walk(n.Node)
 	}
@@ -366,53 +367,47 @@ func constShape(v any) *shape {
 // stringy reports whether a value of shape s may be a string longer than a scalar.
 func stringy(s *shape) bool { return s != nil && s.bytes > scalar.bytes }
 
-func (w *estimator) binary(n *ast.BinaryNode) estimate {
+// binary estimates a binary operator, and says what makes it expensive
+// (for a refusal that blames it).
+func (w *estimator) binary(n *ast.BinaryNode) (estimate, string) {
 	if n.Operator == ".." {
-		return w.rangeOf(n)
+		e := w.rangeOf(n)
+		return e, e.sh.why + " is too long"
 	}
 	l, r := w.walk(n.Left), w.walk(n.Right)
 	base := l.cost + r.cost + 1
+	why := fmt.Sprintf("%s over %s", n.Operator, l.sh.why)
 	switch n.Operator {
 	case "==", "!=", "<", ">", "<=", ">=":
 		// Strings compare up to the shorter one's length; lists element by element.
-		return estimate{base + min(l.sh.text(), r.sh.text())/256, scalar}
+		return estimate{base + min(l.sh.text(), r.sh.text())/256, scalar}, why
 	case "+":
 		if stringy(l.sh) || stringy(r.sh) {
 			b := l.sh.text() + r.sh.text()
-			return estimate{base + b/8, &shape{bytes: b, why: "a concatenation"}}
+			return estimate{base + b/8, &shape{bytes: b, why: "a concatenation"}}, why
 		}
-		return estimate{base, scalar}
+		return estimate{base, scalar}, why
 	case "in", "not in":
 		if _, ok := n.Right.(*ast.ConstantNode); ok {
-			return estimate{base + 1, scalar} // the optimizer made it a set lookup
+			return estimate{base + 1, scalar}, why // the optimizer made it a set lookup
 		}
 		items := r.sh.element()
-		return estimate{base + r.sh.count()*(2+min(l.sh.text(), items.text())/256), scalar}
+		return estimate{base + r.sh.count()*(2+min(l.sh.text(), items.text())/256), scalar},
+			fmt.Sprintf("in compares with every element of %s", r.sh.why)
 	case "contains", "startsWith", "endsWith":
-		return estimate{base + l.sh.text()/64, scalar}
+		return estimate{base + l.sh.text()/64, scalar}, why
 	case "matches":
 		perByte, err := regexpCost(n.Right)
 		if err != nil {
 			w.refuse(n.Right, err)
-			return estimate{math.Inf(1), scalar}
+			return estimate{math.Inf(1), scalar}, why
 		}
-		return estimate{base + l.sh.text()*perByte, scalar}
+		return estimate{base + l.sh.text()*perByte, scalar},
+			fmt.Sprintf("matches scans %s (regular expressions cost about 50 ns a byte here)", l.sh.why)
 	case "??":
-		return estimate{base, union(l.sh, r.sh)}
+		return estimate{base, union(l.sh, r.sh)}, why
 	}
-	return estimate{base, scalar}
-}
-
-func (w *estimator) binaryWhy(n *ast.BinaryNode) string {
-	switch n.Operator {
-	case "..":
-		return w.rangeOf(n).sh.why + " is too long"
-	case "matches":
-		return fmt.Sprintf("matches scans %s (regular expressions cost about 50 ns a byte here)", w.walk(n.Left).sh.why)
-	case "in", "not in":
-		return fmt.Sprintf("in compares with every element of %s", w.walk(n.Right).sh.why)
-	}
-	return fmt.Sprintf("%s over %s", n.Operator, w.walk(n.Left).sh.why)
+	return estimate{base, scalar}, why
 }
 
 // regexpCost is the cost per byte of input of matching the pattern n, which
