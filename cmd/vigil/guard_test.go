@@ -115,8 +115,16 @@ func TestServeQuarantinesSlowRule(t *testing.T) {
 	if json.Unmarshal([]byte(body), &rule); resp.StatusCode != 200 || rule.Mode != "disabled" {
 		t.Errorf("GET /v1/rules/slow: %d %s", resp.StatusCode, body)
 	}
-	if _, body := c.do("GET", "/metrics", ""); !strings.Contains(body, `vigil_rules_quarantined_total{rule="slow"} 1`) {
-		t.Errorf("/metrics has no quarantine of slow")
+	// Counted once the publication returns, which can be just after the
+	// audit log shows the version: poll.
+	for i := 0; ; i++ {
+		if _, body := c.do("GET", "/metrics", ""); strings.Contains(body, `vigil_rules_quarantined_total{rule="slow"} 1`) {
+			break
+		}
+		if i == 100 {
+			t.Fatal("/metrics has no quarantine of slow after 10s")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if resp, body := c.do("POST", "/v1/decisions?stream=tx", `{"tx_id":"after","user_id":"u1","amount":500,"ts":5000}`); resp.StatusCode != 200 ||
 		!strings.Contains(body, `"action":"review"`) || strings.Contains(body, "slow") {
