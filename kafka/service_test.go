@@ -347,13 +347,21 @@ func TestDecideAPI(t *testing.T) {
 	}
 	// Each id once on the decisions topic (a1 twice: its replay is not re-emitted).
 	counts := map[string]int{}
-	ctx2, cancel := context.WithTimeout(ctx, 2*time.Second)
+	// Read until all three are there and a fetch brings nothing more (a
+	// fixed window of 2 s came back empty on a loaded machine).
+	ctx2, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	rd, _ := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(DefaultTopics.Decisions),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	defer rd.Close()
 	for ctx2.Err() == nil {
-		rd.PollFetches(ctx2).EachRecord(func(r *kgo.Record) { counts[string(r.Key)]++ })
+		n := 0
+		poll, cancelPoll := context.WithTimeout(ctx2, time.Second) // PollFetches waits for records
+		rd.PollFetches(poll).EachRecord(func(r *kgo.Record) { counts[string(r.Key)]++; n++ })
+		cancelPoll()
+		if n == 0 && counts["a1"] > 0 && counts["a2"] > 0 && counts["k3"] > 0 {
+			break
+		}
 	}
 	if counts["a1"] != 1 || counts["a2"] != 1 || counts["k3"] != 1 {
 		t.Errorf("decision records per id: %v, want one each", counts)
