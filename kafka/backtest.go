@@ -81,7 +81,7 @@ func (s *Service) retained(ctx context.Context, rs *rules.Ruleset, maxEvents int
 	}
 	var lines []line
 	if left > 0 {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(s.cfg.Brokers...), kgo.ConsumePartitions(from))
+		cl, err := s.client(kgo.ConsumePartitions(from))
 		if err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/vigil-cep/vigil/internal/rulesdoc"
+	"github.com/vigil-cep/vigil/kafka/kconf"
 	"github.com/vigil-cep/vigil/rules"
 )
 
@@ -216,7 +217,7 @@ func (l *rulesLog) outcome(ctx context.Context, off int64, key string) (*Ruleset
 
 // readRulesLog reads the rules topic from the start to its end, loading
 // versions with opts.
-func readRulesLog(ctx context.Context, brokers []string, adm *kadm.Client, topic string, opts ...rules.LoadOption) (*rulesLog, error) {
+func readRulesLog(ctx context.Context, kopts []kgo.Opt, adm *kadm.Client, topic string, opts ...rules.LoadOption) (*rulesLog, error) {
 	if _, err := ensureTopics(ctx, adm, nil, Topics{Rules: topic}, 1); err != nil {
 		return nil, err
 	}
@@ -228,8 +229,8 @@ func readRulesLog(ctx context.Context, brokers []string, adm *kadm.Client, topic
 	if end == 0 {
 		return l, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	cl, err := kgo.NewClient(append(slices.Clip(kopts),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))...)
 	if err != nil {
 		return nil, err
 	}
@@ -278,15 +279,22 @@ func propose(ctx context.Context, cl *kgo.Client, topic string, base int64, doc 
 // ReadRules returns the accepted versions on the rules topic, oldest first
 // (none when nothing was published): what a service starting now would
 // load. It creates the topic when it is missing.
-func ReadRules(ctx context.Context, brokers []string, topic string) ([]*RulesetVersion, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+func ReadRules(ctx context.Context, kc kconf.Config, topic string) ([]*RulesetVersion, error) {
+	kopts, err := kc.Opts()
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
+	if err := kconf.Ping(ctx, kc); err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	l, err := readRulesLog(ctx, brokers, kadm.NewClient(cl), topic)
+	l, err := readRulesLog(ctx, kopts, kadm.NewClient(cl), topic)
 	if err != nil {
-		return nil, err
+		return nil, kc.Explain(err)
 	}
 	return l.all(), nil
 }
@@ -299,18 +307,44 @@ func ReadRules(ctx context.Context, brokers []string, topic string) ([]*RulesetV
 // made since. A document that does not load is refused with every error,
 // one that does not fit the topic with a *RulesetTooLargeError; nothing is
 // published then.
-func PushRules(ctx context.Context, brokers []string, topic string, doc []byte, expect int64, author, comment string) (*RulesetVersion, error) {
+//
+// The author recorded is the principal kc authenticates as (its SASL user)
+// when it has one: the broker vouches for it, where a name typed on a
+// command line vouches for nothing. Without SASL it is author, marked
+// "unauthenticated:".
+func PushRules(ctx context.Context, kc kconf.Config, topic string, doc []byte, expect int64, author, comment string) (*RulesetVersion, error) {
+	kopts, err := kc.Opts()
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
+	if err := kconf.Ping(ctx, kc); err != nil {
+		return nil, err
+	}
+	if p := kc.Principal(); p != "" {
+		author = p
+	} else {
+		author = "unauthenticated:" + author
+	}
+	v, err := pushRules(ctx, kopts, topic, doc, expect, author, comment)
+	if errors.Is(err, kerr.TopicAuthorizationFailed) {
+		return nil, fmt.Errorf("%w: %s may not publish on %s (the broker's ACLs grant it no write on the topic)", err, kc.Principal(), topic)
+	}
+	return v, err
+}
+
+// pushRules is PushRules over a client with kopts, recording author as given.
+func pushRules(ctx context.Context, kopts []kgo.Opt, topic string, doc []byte, expect int64, author, comment string) (*RulesetVersion, error) {
 	rs, err := rules.Load(doc)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(append(rulesProducerOpts(), kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))...)
+	cl, err := kgo.NewClient(append(append(slices.Clip(kopts), rulesProducerOpts()...), kgo.DefaultProduceTopic(topic))...)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	l, err := readRulesLog(ctx, brokers, adm, topic)
+	l, err := readRulesLog(ctx, kopts, adm, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +355,7 @@ func PushRules(ctx context.Context, brokers []string, topic string, doc []byte, 
 	if err != nil {
 		return nil, err
 	}
-	if l, err = readRulesLog(ctx, brokers, adm, topic); err != nil {
+	if l, err = readRulesLog(ctx, kopts, adm, topic); err != nil {
 		return nil, err
 	}
 	v, err := l.outcome(ctx, off, key)
@@ -369,7 +403,7 @@ func (s *Service) Publish(ctx context.Context, doc []byte, expect int64, author,
 // hot-swaps). A proposal that is refused leaves the running version.
 func (s *Service) watchRules(ctx context.Context) {
 	topic := s.cfg.Topics.Rules
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.cfg.Brokers...), kgo.FetchMaxWait(200*time.Millisecond),
+	cl, err := s.client(kgo.FetchMaxWait(200*time.Millisecond),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(s.rulesLog.pos)}}))
 	if err != nil {
 		s.failWith(fmt.Errorf("watch %s: %w", topic, err))

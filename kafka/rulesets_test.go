@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/vigil-cep/vigil/kafka/kconf"
 )
 
 // bigDocument returns rulesA with a comment that brings it to about n
@@ -66,21 +68,21 @@ func TestPushRulesExpectedVersion(t *testing.T) {
 	}
 	defer b.Close()
 	ctx, brokers, topic := context.Background(), []string{b.Addr()}, DefaultTopics.Rules
-	if _, err := PushRules(ctx, brokers, topic, []byte(rulesA), 1, "t", ""); !errors.Is(err, ErrVersionConflict) ||
+	if _, err := PushRules(ctx, kconf.Config{Brokers: brokers}, topic, []byte(rulesA), 1, "t", ""); !errors.Is(err, ErrVersionConflict) ||
 		err.Error() != "the ruleset changed meanwhile: version 0 is live, not 1" {
 		t.Fatalf("based on version 1 of an empty topic: %v", err)
 	}
-	if v, err := PushRules(ctx, brokers, topic, []byte(rulesA), 0, "t", ""); err != nil || v.Number != 1 {
+	if v, err := PushRules(ctx, kconf.Config{Brokers: brokers}, topic, []byte(rulesA), 0, "t", ""); err != nil || v.Number != 1 {
 		t.Fatalf("first version: %v, %v", v, err)
 	}
-	if _, err := PushRules(ctx, brokers, topic, []byte(rulesB), 0, "t", ""); !errors.Is(err, ErrVersionConflict) ||
+	if _, err := PushRules(ctx, kconf.Config{Brokers: brokers}, topic, []byte(rulesB), 0, "t", ""); !errors.Is(err, ErrVersionConflict) ||
 		err.Error() != "the ruleset changed meanwhile: version 1 is live, not 0" {
 		t.Fatalf("based on an older version: %v", err)
 	}
-	if v, err := PushRules(ctx, brokers, topic, []byte(rulesB), 1, "t", ""); err != nil || v.Number != 2 {
+	if v, err := PushRules(ctx, kconf.Config{Brokers: brokers}, topic, []byte(rulesB), 1, "t", ""); err != nil || v.Number != 2 {
 		t.Fatalf("second version: %v, %v", v, err)
 	}
-	vs, err := ReadRules(ctx, brokers, topic)
+	vs, err := ReadRules(ctx, kconf.Config{Brokers: brokers}, topic)
 	if err != nil || len(vs) != 2 || vs[1].Document != rulesB {
 		t.Fatalf("ReadRules: %d versions, %v", len(vs), err)
 	}
@@ -117,12 +119,12 @@ func TestRulesetTooLarge(t *testing.T) {
 	}
 	_, err = svc.Publish(ctx, random, 2, "t", "")
 	check("Publish", err)
-	_, err = PushRules(ctx, []string{addr}, DefaultTopics.Rules, random, 2, "t", "")
+	_, err = PushRules(ctx, kconf.Config{Brokers: []string{addr}}, DefaultTopics.Rules, random, 2, "t", "")
 	check("PushRules", err)
 	if n := svc.Current().Number; n != 2 {
 		t.Errorf("version %d is current after refusals, want 2", n)
 	}
-	vs, err := ReadRules(ctx, []string{addr}, DefaultTopics.Rules)
+	vs, err := ReadRules(ctx, kconf.Config{Brokers: []string{addr}}, DefaultTopics.Rules)
 	if err != nil || len(vs) != 2 {
 		t.Errorf("the topic holds %d versions (%v), want 2", len(vs), err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/kafka/kconf"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/state"
 	"github.com/vigil-cep/vigil/telemetry"
@@ -24,7 +25,7 @@ import (
 // Config configures a Service. Zero values take the defaults of
 // DefaultConfig.
 type Config struct {
-	Brokers            []string
+	Kafka              kconf.Config  // how to reach the cluster: brokers, TLS, SASL (every client of the service uses it)
 	Group              string        // consumer group of the tasks
 	InstanceID         string        // static group membership; "" derives one from the host and DataDir
 	Topics             Topics        // output and rules topic names
@@ -139,6 +140,7 @@ func (c *Config) fillDefaults() {
 // output topics (DESIGN §2, §4 "Delivery").
 type Service struct {
 	cfg    Config
+	kopts  []kgo.Opt // the connection options of every client (cfg.Kafka.Opts)
 	counts map[string]int32
 	cl     *kgo.Client
 	adm    *kadm.Client
@@ -175,15 +177,21 @@ type Service struct {
 // named seed (a note is logged when the topic holds another document).
 func New(ctx context.Context, cfg Config, seed []byte, seedExplicit bool) (*Service, error) {
 	cfg.fillDefaults()
-	if len(cfg.Brokers) == 0 {
-		return nil, errors.New("kafka: no brokers")
+	kopts, err := cfg.Kafka.Opts()
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, tasks: make(map[int32]*task), ids: engine.NewIDIndex(),
+	// One request first, so that a wrong password or an untrusted CA is one
+	// clear error now, not clients retrying in the background.
+	if err := kconf.Ping(ctx, cfg.Kafka); err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, kopts: kopts, log: cfg.Logger, tasks: make(map[int32]*task), ids: engine.NewIDIndex(),
 		lag: make(map[topicPartition]int64), extractors: make(chan *pooledExtractor, 64)}
 	s.quarantines.pending, s.quarantines.signal = map[string]bool{}, make(chan struct{}, 1)
 	// Topics are created and then looked up at once: a short metadata age
 	// keeps the client from serving the "unknown topic" it cached before.
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.MetadataMinAge(100*time.Millisecond))
+	admCl, err := s.client(kgo.MetadataMinAge(100 * time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +217,12 @@ func New(ctx context.Context, cfg Config, seed []byte, seedExplicit bool) (*Serv
 	return s, nil
 }
 
+// client opens a Kafka client with the service's connection options
+// (brokers, TLS, SASL) and extra.
+func (s *Service) client(extra ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append(slices.Clip(s.kopts), extra...)...)
+}
+
 // Checkpoint stores (Config.Checkpoints).
 const (
 	CheckpointsDir   = "dir"   // files under DataDir: fast; a task's state stays on this machine
@@ -229,8 +243,8 @@ func (s *Service) openCheckpoints(ctx context.Context) (state.Backend, error) {
 		for _, in := range s.inputs {
 			parts = max(parts, s.counts[in])
 		}
-		return NewCheckpointStore(ctx, s.cfg.Brokers, s.cfg.Topics.Checkpoints, parts,
-			CheckpointStoreConfig{Keep: s.cfg.CheckpointKeep, OnCorrupt: onCorrupt})
+		return NewCheckpointStore(ctx, s.cfg.Kafka.Brokers, s.cfg.Topics.Checkpoints, parts,
+			CheckpointStoreConfig{Keep: s.cfg.CheckpointKeep, OnCorrupt: onCorrupt, ClientOpts: s.kopts})
 	}
 	return nil, fmt.Errorf("checkpoints: %q is not a store (dir or kafka)", s.cfg.Checkpoints)
 }
@@ -238,12 +252,12 @@ func (s *Service) openCheckpoints(ctx context.Context) (state.Backend, error) {
 // loadRules reads the rules topic's history; an empty topic is seeded.
 func (s *Service) loadRules(ctx context.Context, seed []byte, seedExplicit bool) (*rules.Ruleset, error) {
 	topic := s.cfg.Topics.Rules
-	cl, err := kgo.NewClient(append(rulesProducerOpts(), kgo.SeedBrokers(s.cfg.Brokers...))...)
+	cl, err := s.client(rulesProducerOpts()...)
 	if err != nil {
 		return nil, err
 	}
 	s.rulesCl = cl
-	l, err := readRulesLog(ctx, s.cfg.Brokers, s.adm, topic, s.loadOptions()...)
+	l, err := readRulesLog(ctx, s.kopts, s.adm, topic, s.loadOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +265,7 @@ func (s *Service) loadRules(ctx context.Context, seed []byte, seedExplicit bool)
 		if seed == nil {
 			return nil, fmt.Errorf("no ruleset: %s is empty; pass --rules FILE to seed it", topic)
 		}
-		v, err := PushRules(ctx, s.cfg.Brokers, topic, seed, 0, "vigil serve", "seeded from --rules")
+		v, err := pushRules(ctx, s.kopts, topic, seed, 0, "vigil serve", "seeded from --rules")
 		switch {
 		case errors.Is(err, ErrVersionConflict): // another instance seeded it first: run that
 		case err != nil:
@@ -259,7 +273,7 @@ func (s *Service) loadRules(ctx context.Context, seed []byte, seedExplicit bool)
 		default:
 			s.log.Info("seeded the rules topic", "topic", topic, "version", v.Number, "digest", v.Digest)
 		}
-		if l, err = readRulesLog(ctx, s.cfg.Brokers, s.adm, topic, s.loadOptions()...); err != nil {
+		if l, err = readRulesLog(ctx, s.kopts, s.adm, topic, s.loadOptions()...); err != nil {
 			return nil, err
 		}
 	} else if seedExplicit && l.current().Document != string(seed) {
@@ -306,8 +320,7 @@ func (s *Service) Run(ctx context.Context) error {
 	defer s.rulesCl.Close()
 	rs := s.Ruleset()
 	inputs := InputTopics(rs)
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(s.cfg.Brokers...),
+	cl, err := s.client(
 		kgo.ConsumerGroup(s.cfg.Group),
 		// Static membership (KIP-345): a process restarted after a crash
 		// takes its old place, and partitions, at once, instead of waiting

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/kafka/kconf"
 	"github.com/vigil-cep/vigil/telemetry"
 )
 
@@ -27,7 +28,7 @@ func testService(t *testing.T, rules string, opts ...func(*Config)) (*Service, s
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	cfg := Config{Brokers: []string{b.Addr()}, DataDir: t.TempDir(), Partitions: 2,
+	cfg := Config{Kafka: kconf.Config{Brokers: []string{b.Addr()}}, DataDir: t.TempDir(), Partitions: 2,
 		CheckpointInterval: 200 * time.Millisecond, ShutdownTimeout: 10 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
 	for _, o := range opts {
@@ -139,7 +140,7 @@ func TestHotSwap(t *testing.T) {
 	if got := firedRules(tx()); got != "" {
 		t.Fatalf("under rulesA: rules %q fired", got)
 	}
-	vB, err := PushRules(context.Background(), []string{addr}, DefaultTopics.Rules, []byte(rulesB), 1, "test", "add fives")
+	vB, err := PushRules(context.Background(), kconf.Config{Brokers: []string{addr}}, DefaultTopics.Rules, []byte(rulesB), 1, "test", "add fives")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestHotSwap(t *testing.T) {
 	}
 
 	// Rollback: publish A again.
-	vA, err := PushRules(context.Background(), []string{addr}, DefaultTopics.Rules, []byte(rulesA), 2, "test", "roll back")
+	vA, err := PushRules(context.Background(), kconf.Config{Brokers: []string{addr}}, DefaultTopics.Rules, []byte(rulesA), 2, "test", "roll back")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -228,8 +228,7 @@ func (t *task) recall(ctx context.Context) error {
 		t.decNext.Store(end)
 		return nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(t.s.cfg.Brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().At(from)}}))
+	cl, err := t.s.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().At(from)}}))
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/vigil-cep/vigil/examples"
 	"github.com/vigil-cep/vigil/internal/workload"
 	"github.com/vigil-cep/vigil/kafka"
+	"github.com/vigil-cep/vigil/kafka/kconf"
 	"github.com/vigil-cep/vigil/rules"
 )
 
@@ -711,7 +712,7 @@ func benchKafkaPhase(ctx context.Context, c benchConfig, nth int, brokers []stri
 	pctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	cfg := kafka.DefaultConfig
-	cfg.Brokers = brokers
+	cfg.Kafka = kconf.Config{Brokers: brokers}
 	cfg.Group = "bench-vigil"
 	cfg.DataDir = filepath.Join(dir, "vigil")
 	if nth > 0 {
@@ -1106,7 +1107,7 @@ func benchLatencyPhase(ctx context.Context, c benchConfig, brokers []string, dir
 	}
 
 	cfg := kafka.DefaultConfig
-	cfg.Brokers = brokers
+	cfg.Kafka = kconf.Config{Brokers: brokers}
 	cfg.Group = "bench-latency"
 	cfg.DataDir = filepath.Join(dir, "latency")
 	cfg.Partitions = int32(c.partitions)

@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vigil-cep/vigil/api"
+	"github.com/vigil-cep/vigil/kafka/kconf"
 )
 
 // Configuration sources of `vigil serve`, highest precedence first:
@@ -49,6 +50,11 @@ func envName(name string) string {
 // failing that, from the config file named by the config flag or
 // VIGIL_CONFIG. Call it right after fs.Parse.
 //
+// Kafka client properties (kafka/kconf) have no flags of their own: for a
+// command with --kafka-properties, a config key "kafka.<property>" sets one
+// (kafka.sasl.mechanism: SCRAM-SHA-512); applyConfig returns them, in file
+// order, for kafkaClient.config, which also reads VIGIL_KAFKA_<PROPERTY>.
+//
 // A variable that is set counts even when empty (VIGIL_HTTP= turns the API
 // off, as --http "" does). An unknown key in the config file is an error that
 // names it, so that a renamed flag breaks a config loudly; a VIGIL_* variable
@@ -56,7 +62,7 @@ func envName(name string) string {
 // environment is shared with other programs. A value in the file for a flag
 // that the command line or the environment sets is not parsed. Errors name
 // the variable or file, the key and the flag; several are joined.
-func applyConfig(fs *flag.FlagSet, environ []string) error {
+func applyConfig(fs *flag.FlagSet, environ []string) ([]kconf.Setting, error) {
 	env := map[string]string{}
 	for _, kv := range environ {
 		if name, value, ok := strings.Cut(kv, "="); ok {
@@ -72,19 +78,20 @@ func applyConfig(fs *flag.FlagSet, environ []string) error {
 	if fs.Lookup(configFlag) != nil {
 		if v, ok := env[envName(configFlag)]; ok && !onCommandLine[configFlag] {
 			if err := fs.Set(configFlag, v); err != nil {
-				return fmt.Errorf("%s: %w", envName(configFlag), err)
+				return nil, fmt.Errorf("%s: %w", envName(configFlag), err)
 			}
 		}
 		if path = fs.Lookup(configFlag).Value.String(); path != "" {
 			var err error
 			file, err = readConfigFile(path, fs)
 			if err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
 
 	known := map[string]bool{api.KeysEnv: true}
+	hasKafka := fs.Lookup(kafkaPropertiesFlag) != nil
 	fs.VisitAll(func(f *flag.Flag) {
 		name := envName(f.Name)
 		known[name] = true
@@ -105,7 +112,7 @@ func applyConfig(fs *flag.FlagSet, environ []string) error {
 	})
 	var stray []string
 	for name := range env {
-		if strings.HasPrefix(name, envPrefix) && !known[name] {
+		if strings.HasPrefix(name, envPrefix) && !known[name] && !(hasKafka && strings.HasPrefix(name, kconf.EnvPrefix)) {
 			stray = append(stray, name)
 		}
 	}
@@ -114,8 +121,18 @@ func applyConfig(fs *flag.FlagSet, environ []string) error {
 		fmt.Fprintf(fs.Output(), "warning: ignoring %s: no flag of vigil %s reads it (see deployments/CONFIG.md)\n",
 			strings.Join(stray, ", "), fs.Name())
 	}
-	return errors.Join(errs...)
+	var props []kconf.Setting
+	for key, v := range file {
+		if name, ok := strings.CutPrefix(key, kafkaConfigPrefix); ok {
+			props = append(props, kconf.Setting{Name: name, Value: v.value, Source: fmt.Sprintf("config %s:%d", path, v.line)})
+		}
+	}
+	sort.Slice(props, func(i, j int) bool { return file[kafkaConfigPrefix+props[i].Name].line < file[kafkaConfigPrefix+props[j].Name].line })
+	return props, errors.Join(errs...)
 }
+
+// kafkaConfigPrefix starts the config keys that set Kafka client properties.
+const kafkaConfigPrefix = "kafka."
 
 // configValue is one value of the config file, as the text of its scalar.
 type configValue struct {
@@ -161,6 +178,8 @@ func readConfigFile(path string, fs *flag.FlagSet) (map[string]configValue, erro
 		case key == configFlag:
 			errs = append(errs, fmt.Errorf("config %s:%d: key %q: a config file cannot name another one", path, k.Line, key))
 			continue
+		case strings.HasPrefix(key, kafkaConfigPrefix) && fs.Lookup(kafkaPropertiesFlag) != nil:
+			// a Kafka client property: kafkaClient.config checks its name
 		case fs.Lookup(key) == nil:
 			errs = append(errs, fmt.Errorf("config %s:%d: unknown key %q: vigil %s has no flag --%s", path, k.Line, key, fs.Name(), key))
 			continue

@@ -120,7 +120,7 @@ api-keys: /etc/vigil/keys.yaml
 			if err := f.fs.Parse(tt.args); err != nil {
 				t.Fatal(err)
 			}
-			if err := applyConfig(f.fs, tt.env); err != nil {
+			if _, err := applyConfig(f.fs, tt.env); err != nil {
 				t.Fatal(err)
 			}
 			got := want{*f.brokers, *f.interval, *f.keep, *f.verbose, *f.apiKeys}
@@ -213,7 +213,7 @@ func TestConfigErrors(t *testing.T) {
 			if err := f.fs.Parse(args); err != nil {
 				t.Fatal(err)
 			}
-			err := applyConfig(f.fs, tt.env)
+			_, err := applyConfig(f.fs, tt.env)
 			if err == nil {
 				t.Fatalf("no error, want %q", strings.ReplaceAll(tt.want, "%[1]s", path))
 			}
@@ -230,7 +230,7 @@ func TestConfigEmptyFile(t *testing.T) {
 		if err := f.fs.Parse([]string{"--config", writeConfig(t, "vigil.yaml", src)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := applyConfig(f.fs, nil); err != nil || *f.keep != 3 {
+		if _, err := applyConfig(f.fs, nil); err != nil || *f.keep != 3 {
 			t.Errorf("%q: err %v, keep %d", src, err, *f.keep)
 		}
 	}
@@ -242,7 +242,7 @@ func TestConfigStrayVariables(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"VIGIL_BROKER=x", "VIGIL_API_KEYS=a:b:c", "VIGIL_CONFIG_DIR=d", "OTHER_BROKERS=y"}
-	if err := applyConfig(f.fs, env); err != nil {
+	if _, err := applyConfig(f.fs, env); err != nil {
 		t.Fatal(err)
 	}
 	want := "warning: ignoring VIGIL_BROKER, VIGIL_CONFIG_DIR: no flag of vigil serve reads it (see deployments/CONFIG.md)\n"

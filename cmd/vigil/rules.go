@@ -14,6 +14,7 @@ import (
 
 	"github.com/vigil-cep/vigil/internal/rulesdoc"
 	"github.com/vigil-cep/vigil/kafka"
+	"github.com/vigil-cep/vigil/kafka/kconf"
 	"github.com/vigil-cep/vigil/rules"
 )
 
@@ -68,21 +69,21 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // newRulesFlags returns the flag set of a rules subcommand with the flags
 // both share.
-func newRulesFlags(synopsis, about string, stderr io.Writer) (fs *flag.FlagSet, brokers, topic *string, timeout *time.Duration) {
+func newRulesFlags(synopsis, about string, stderr io.Writer) (fs *flag.FlagSet, kclient *kafkaClient, topic *string, timeout *time.Duration) {
 	fs = flag.NewFlagSet("rules", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: vigil %s\n\n%s\n\nFlags:\n", synopsis, about)
 		fs.PrintDefaults()
 	}
-	brokers = fs.String("brokers", "127.0.0.1:9092", "Kafka bootstrap brokers, comma-separated")
+	kclient = addKafkaClientFlags(fs, "", "Kafka bootstrap brokers, comma-separated (default: bootstrap.servers, or 127.0.0.1:9092)")
 	topic = fs.String("rules-topic", kafka.DefaultTopics.Rules, "the rules topic")
 	timeout = fs.Duration("timeout", 30*time.Second, "give up when the broker does not answer within this")
-	return fs, brokers, topic, timeout
+	return fs, kclient, topic, timeout
 }
 
 func runRulesPull(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, brokers, topic, timeout := newRulesFlags("rules pull [--brokers HOST:PORT] [--out FILE]",
+	fs, kclient, topic, timeout := newRulesFlags("rules pull [--brokers HOST:PORT] [--out FILE]",
 		"Write the live ruleset document, as it was published, with a first line recording its version\n"+
 			"(\""+baseVersionPrefix+"N ...\"). Edit the file and publish it with `vigil rules push FILE`,\n"+
 			"which refuses it once another version is live, so that changes made since (over REST, by\n"+
@@ -93,7 +94,11 @@ func runRulesPull(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	vs, err := kafka.ReadRules(ctx, strings.Split(*brokers, ","), *topic)
+	kc, err := rulesCluster(kclient)
+	if err != nil {
+		return err
+	}
+	vs, err := kafka.ReadRules(ctx, kc, *topic)
 	if err != nil {
 		return err
 	}
@@ -116,15 +121,15 @@ func runRulesPull(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 func runRulesPush(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, brokers, topic, timeout := newRulesFlags(
-		"rules push [--brokers HOST:PORT] [--base-version N | --force] [--author A] [--comment C] FILE",
+	fs, kclient, topic, timeout := newRulesFlags(
+		"rules push [--brokers HOST:PORT] [--kafka-properties F] [--base-version N | --force] [--comment C] FILE",
 		"Validate the ruleset FILE and publish it on the rules topic as the next version: it replaces the\n"+
 			"whole live document. Refused unless the live version is the one FILE is based on: the version\n"+
 			"`vigil rules pull` recorded in its first line, or --base-version N. A file with neither can only\n"+
 			"be pushed to an empty topic, or with --force. Prints every item it adds (+), changes (~, with the\n"+
 			"fields) and removes (-) against the live version; after a push, a pulled file records the new\n"+
-			"version.", stderr)
-	author := fs.String("author", os.Getenv("USER"), "who makes the change (the audit log)")
+			"version. The audit log records the SASL user of --kafka-properties as the author (on a cluster\n"+
+			"without SASL: \"unauthenticated:$USER\").", stderr)
 	comment := fs.String("comment", "", "why (the audit log)")
 	baseFlag := fs.String("base-version", "", "the version FILE is based on (default: the one its first line records)")
 	force := fs.Bool("force", false, "publish whatever version is live, replacing it and every change made since FILE was written")
@@ -166,8 +171,11 @@ func runRulesPush(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	bl := strings.Split(*brokers, ",")
-	vs, err := kafka.ReadRules(ctx, bl, *topic)
+	kc, err := rulesCluster(kclient)
+	if err != nil {
+		return err
+	}
+	vs, err := kafka.ReadRules(ctx, kc, *topic)
 	if err != nil {
 		return err
 	}
@@ -206,7 +214,7 @@ func runRulesPush(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			path, expect, liveN), live, changes)
 	}
 	printChanges(stdout, live, changes)
-	v, err := kafka.PushRules(ctx, bl, *topic, body, expect, *author, *comment)
+	v, err := kafka.PushRules(ctx, kc, *topic, body, expect, os.Getenv("USER"), *comment)
 	var tl *kafka.RulesetTooLargeError
 	switch {
 	case printRuleErrors(stderr, path, err):
@@ -229,6 +237,19 @@ func runRulesPush(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "%s now records version %d\n", path, v.Number)
 	}
 	return nil
+}
+
+// rulesCluster resolves the connection of a rules subcommand: the local
+// embedded broker unless told otherwise.
+func rulesCluster(kclient *kafkaClient) (kconf.Config, error) {
+	kc, err := kclient.config(os.Environ(), nil)
+	if err != nil {
+		return kc, err
+	}
+	if len(kc.Brokers) == 0 {
+		kc.Brokers = []string{"127.0.0.1:9092"}
+	}
+	return kc, kc.Validate()
 }
 
 // refusePush explains why a push is refused and what it would have done.

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/vigil-cep/vigil/kafka"
+	"github.com/vigil-cep/vigil/kafka/kconf"
 )
 
 const pushPullRules = `
@@ -32,6 +33,7 @@ rules:
 // version; --force overrides; the service logs what each version adds and
 // removes.
 func TestRulesPullPush(t *testing.T) {
+	t.Setenv("USER", "tester") // the author of an unauthenticated push
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
@@ -65,7 +67,7 @@ func TestRulesPullPush(t *testing.T) {
 	}
 	push := func(args ...string) (int, string, string) {
 		t.Helper()
-		return runCLI(t, append([]string{"rules", "push", "--brokers", broker, "--author", "tester"}, args...)...)
+		return runCLI(t, append([]string{"rules", "push", "--brokers", broker}, args...)...)
 	}
 	mustContain := func(what, got string, wants ...string) {
 		t.Helper()
@@ -148,8 +150,8 @@ func TestRulesPullPush(t *testing.T) {
 	}
 	for v, want := range map[string]string{
 		"version=2": "author=anonymous added=[rules/fives] changed=[] removed=[] ",
-		"version=3": "author=tester added=[] changed=[rules/huge] removed=[] ",
-		"version=4": "author=tester added=[] changed=[rules/huge] removed=[rules/fives] ",
+		"version=3": "author=unauthenticated:tester added=[] changed=[rules/huge] removed=[] ",
+		"version=4": "author=unauthenticated:tester added=[] changed=[rules/huge] removed=[rules/fives] ",
 	} {
 		mustContain("the switch log of "+v, switched[v], want)
 	}
@@ -201,7 +203,7 @@ func TestRulesPushTooLarge(t *testing.T) {
 			"make the document smaller, or raise max.message.bytes of vigil.rules\nnothing published\n") {
 		t.Errorf("too large: exit %d, %s", code, stderr)
 	}
-	if vs, err := kafka.ReadRules(context.Background(), []string{b.Addr()}, "vigil.rules"); err != nil || len(vs) != 0 {
+	if vs, err := kafka.ReadRules(context.Background(), kconf.Config{Brokers: []string{b.Addr()}}, "vigil.rules"); err != nil || len(vs) != 0 {
 		t.Errorf("vigil.rules holds %d versions (%v), want none", len(vs), err)
 	}
 

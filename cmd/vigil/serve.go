@@ -27,7 +27,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	d := kafka.DefaultConfig
 	cfg := d
 	rulesPath := fs.String("rules", "", "ruleset that seeds the rules topic when it is empty (default: the example ruleset)")
-	brokers := fs.String("brokers", "", "Kafka bootstrap brokers, comma-separated; empty starts the embedded broker")
+	kclient := addKafkaClientFlags(fs, "", "Kafka bootstrap brokers, comma-separated; without them (or bootstrap.servers) the embedded broker starts")
 	listen := fs.String("kafka-listen", "127.0.0.1:9092", "address of the embedded broker (without --brokers)")
 	fs.StringVar(&cfg.DataDir, "data-dir", d.DataDir, "checkpoints (and the embedded broker's log) live here")
 	fs.StringVar(&cfg.Group, "group", d.Group, "consumer group: instances in one group share the partitions")
@@ -64,7 +64,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := applyConfig(fs, os.Environ()); err != nil {
+	kafkaProps, err := applyConfig(fs, os.Environ())
+	if err != nil {
+		return err
+	}
+	kc, err := kclient.config(os.Environ(), kafkaProps)
+	if err != nil {
 		return err
 	}
 	cfg.Partitions = int32(*partitions)
@@ -104,7 +109,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		seed = b
 	}
-	if *brokers == "" {
+	if len(kc.Brokers) == 0 {
 		b, err := kafka.StartBroker(kafka.BrokerConfig{Listen: *listen, DataDir: filepath.Join(cfg.DataDir, "broker"),
 			Partitions: cfg.Partitions})
 		if err != nil {
@@ -112,9 +117,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer b.Close()
 		log.Info("embedded broker", "addr", b.Addr(), "data", filepath.Join(cfg.DataDir, "broker"))
-		cfg.Brokers = []string{b.Addr()}
+		kc.Brokers = []string{b.Addr()}
+		cfg.Kafka = kc
 	} else {
-		cfg.Brokers = strings.Split(*brokers, ",")
+		cfg.Kafka = kc
+		log.Info("kafka", "cluster", kc)
 		if cfg.Checkpoints == "" {
 			cfg.Checkpoints = kafka.CheckpointsKafka // several instances may share the group
 		}
@@ -154,7 +161,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}()
 	}
 	fmt.Fprintf(stdout, "vigil serving ruleset %s on %s (decisions: %s, api: http://%s)\n", svc.Ruleset().Version,
-		strings.Join(cfg.Brokers, ","), cfg.Topics.Decisions, *httpAddr)
+		strings.Join(cfg.Kafka.Brokers, ","), cfg.Topics.Decisions, *httpAddr)
 	runErr := svc.Run(ctx)
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -196,24 +203,4 @@ func apiOptions(addr, keysFile string, log *slog.Logger) (api.Options, error) {
 		opts.NoAuth = true
 	}
 	return opts, nil
-}
-
-func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("broker", "broker [--listen HOST:PORT] [--data-dir DIR]", stderr)
-	listen := fs.String("listen", "127.0.0.1:9092", "address to listen on (port 0 picks a free one)")
-	dir := fs.String("data-dir", "vigil-data/broker", "where the log is kept; empty keeps it in memory")
-	partitions := fs.Int("partitions", int(kafka.DefaultConfig.Partitions), "partitions of auto-created topics")
-	syncWrites := fs.Bool("sync-writes", false, "fsync every produced batch")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	b, err := kafka.StartBroker(kafka.BrokerConfig{Listen: *listen, DataDir: *dir, Partitions: int32(*partitions),
-		SyncWrites: *syncWrites})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "vigil broker listening on %s\n", b.Addr())
-	<-ctx.Done()
-	b.Close()
-	return nil
 }
