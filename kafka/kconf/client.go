@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/aws"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
@@ -156,7 +157,12 @@ func Ping(ctx context.Context, c Config, extra ...kgo.Opt) error {
 		return c.Explain(err)
 	}
 	defer cl.Close()
-	return c.Explain(cl.Ping(ctx))
+	// One metadata request, not cl.Ping, which tries every seed and every
+	// broker it knows in turn: one attempt, one error.
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	_, err = req.RequestWith(ctx, cl)
+	return c.Explain(err)
 }
 
 // Explain turns a connection error into one sentence that says what to
@@ -193,12 +199,26 @@ func (c Config) Explain(err error) error {
 		return fmt.Errorf("%s: TLS: the broker's certificate is not valid: %w", where, err)
 	case errors.As(err, &recordErr):
 		return fmt.Errorf("%s: TLS: the broker did not answer in TLS (is it a plaintext listener? check security.protocol): %w", where, err)
-	case c.TLS() == false && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err)):
-		return fmt.Errorf("%s: the broker closed the connection: it may expect TLS or SASL (check security.protocol): %w", where, err)
+	case isFirstReadEOF(err):
+		// franz-go's message says which step (TLS, SASL) it suspects.
+		return fmt.Errorf("%s: check security.protocol: %w", where, err)
+	case c.SASL() && errors.Is(err, io.EOF):
+		// Kafka answers a failed authentication with an error code, but
+		// some brokers (franz-go's kfake among them) close the connection.
+		return fmt.Errorf("%s: the broker closed the connection during authentication: check sasl.username and sasl.password, and that it accepts %s (check sasl.mechanism): %w", where, c.Mechanism, err)
+	case !c.TLS() && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err)):
+		return fmt.Errorf("%s: the broker closed the connection: it may expect TLS (check security.protocol): %w", where, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%s: no answer in time (is the broker up and reachable? does it expect TLS?): %w", where, err)
 	}
 	return fmt.Errorf("%s: %w", where, err)
+}
+
+// isFirstReadEOF reports a connection closed right after its first request
+// (franz-go's ErrFirstReadEOF).
+func isFirstReadEOF(err error) bool {
+	_, ok := errors.AsType[*kgo.ErrFirstReadEOF](err)
+	return ok
 }
 
 func isReset(err error) bool {
