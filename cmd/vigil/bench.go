@@ -336,7 +336,7 @@ func bench(ctx context.Context, c benchConfig, res *benchResult, stderr io.Write
 	}
 	defer broker.Close()
 	res.Broker = broker.Addr()
-	brokers := []string{broker.Addr()}
+	kc := kconf.Config{Brokers: []string{broker.Addr()}}
 	level := slog.LevelWarn
 	if c.verbose {
 		level = slog.LevelInfo
@@ -346,10 +346,10 @@ func bench(ctx context.Context, c benchConfig, res *benchResult, stderr io.Write
 	// The inputs, produced once (not a measured phase: phases 1 and 3 read them).
 	const passthroughTopic = "bench.passthrough"
 	pctx, cancel := context.WithTimeout(ctx, c.timeout)
-	err = createTopics(pctx, brokers, int32(c.partitions), append(slices.Clone(topics), passthroughTopic)...)
+	err = createTopics(pctx, kc, int32(c.partitions), append(slices.Clone(topics), passthroughTopic)...)
 	var markers map[topicPartition]int64
 	if err == nil {
-		res.Load, markers, err = loadInputs(pctx, brokers, topics, c.partitions, wl.records)
+		res.Load, markers, err = loadInputs(pctx, kc, topics, c.partitions, wl.records)
 	}
 	cancel()
 	if err != nil {
@@ -364,7 +364,7 @@ func bench(ctx context.Context, c benchConfig, res *benchResult, stderr io.Write
 		return err
 	}
 	err = runPhase(phasePassthrough, func() (err error) {
-		res.Passthrough, err = benchPassthroughPhase(ctx, c, brokers, topics, passthroughTopic, len(wl.records), len(markers))
+		res.Passthrough, err = benchPassthroughPhase(ctx, c, kc, topics, passthroughTopic, len(wl.records), len(markers))
 		return err
 	})
 	if err != nil {
@@ -383,7 +383,7 @@ func bench(ctx context.Context, c benchConfig, res *benchResult, stderr io.Write
 		})
 		if err == nil {
 			err = runPhase(phaseKafka, func() error {
-				k, err := benchKafkaPhase(ctx, c, run, brokers, dir, wl, markers, log)
+				k, err := benchKafkaPhase(ctx, c, run, kc, dir, wl, markers, log)
 				if err == nil {
 					kafkas = append(kafkas, k)
 					res.KafkaRuns = append(res.KafkaRuns, k.EventsPerSec)
@@ -401,7 +401,7 @@ func bench(ctx context.Context, c benchConfig, res *benchResult, stderr io.Write
 		res.VigilKafka.PercentOfReplay = 100 * res.VigilKafka.EventsPerSec / res.Replay.EventsPerSec
 	}
 	return runPhase(phaseLatency, func() (err error) {
-		res.Latency, err = benchLatencyPhase(ctx, c, brokers, dir, log)
+		res.Latency, err = benchLatencyPhase(ctx, c, kc, dir, log)
 		return err
 	})
 }
@@ -481,8 +481,17 @@ func makeWorkload(wc workload.Config, names map[string]int) (*benchWorkloadData,
 	return wl, nil
 }
 
-func createTopics(ctx context.Context, brokers []string, partitions int32, topics ...string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+// benchClient opens a client of the bench's broker with extra options.
+func benchClient(kc kconf.Config, extra ...kgo.Opt) (*kgo.Client, error) {
+	opts, err := kc.Opts()
+	if err != nil {
+		return nil, err
+	}
+	return kgo.NewClient(append(opts, extra...)...)
+}
+
+func createTopics(ctx context.Context, kc kconf.Config, partitions int32, topics ...string) error {
+	cl, err := benchClient(kc)
 	if err != nil {
 		return err
 	}
@@ -510,8 +519,8 @@ const endMarker = "bench: end of input"
 // loadInputs produces the records to their topics, waits for every ack,
 // then appends an end marker to every input partition; it returns the
 // markers' offsets.
-func loadInputs(ctx context.Context, brokers, topics []string, partitions int, recs []benchRecord) (benchThroughput, map[topicPartition]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+func loadInputs(ctx context.Context, kc kconf.Config, topics []string, partitions int, recs []benchRecord) (benchThroughput, map[topicPartition]int64, error) {
+	cl, err := benchClient(kc, kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(100_000))
 	if err != nil {
 		return benchThroughput{}, nil, err
@@ -579,7 +588,7 @@ func errStopped(ctx context.Context, progress string) error {
 // The client is configured as the service's: range balancer, no auto
 // commit, the service's fetch wait, linger, buffer and manual partitioning
 // (partition p in, partition p out).
-func benchPassthroughPhase(ctx context.Context, c benchConfig, brokers, inputs []string, out string, events, markers int) (*benchPassthrough, error) {
+func benchPassthroughPhase(ctx context.Context, c benchConfig, kc kconf.Config, inputs []string, out string, events, markers int) (*benchPassthrough, error) {
 	n := events + markers // the end markers are records too
 	title := phaseTitles[phasePassthrough]
 	pctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -587,8 +596,7 @@ func benchPassthroughPhase(ctx context.Context, c benchConfig, brokers, inputs [
 	d := kafka.DefaultConfig
 	c.prof.begin(phasePassthrough)
 	start := time.Now()
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers...),
+	cl, err := benchClient(kc,
 		kgo.ConsumerGroup("bench-passthrough"),
 		kgo.ConsumeTopics(inputs...),
 		kgo.Balancers(kgo.RangeBalancer()),
@@ -703,7 +711,7 @@ func benchReplayPhase(ctx context.Context, c benchConfig, rs *rules.Ruleset, wl 
 // distinct tx_id was decided. The service is stopped at the clock; its
 // final checkpoint commits the input offsets it processed, reported as
 // processed_at_stop (events + end markers).
-func benchKafkaPhase(ctx context.Context, c benchConfig, nth int, brokers []string, dir string, wl *benchWorkloadData,
+func benchKafkaPhase(ctx context.Context, c benchConfig, nth int, kc kconf.Config, dir string, wl *benchWorkloadData,
 	markers map[topicPartition]int64, log *slog.Logger) (*benchKafka, error) {
 	if os.Getenv("GOGC") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(serveGOGC)) // as vigil serve sets it
@@ -712,7 +720,7 @@ func benchKafkaPhase(ctx context.Context, c benchConfig, nth int, brokers []stri
 	pctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	cfg := kafka.DefaultConfig
-	cfg.Kafka = kconf.Config{Brokers: brokers}
+	cfg.Kafka = kc
 	cfg.Group = "bench-vigil"
 	cfg.DataDir = filepath.Join(dir, "vigil")
 	if nth > 0 {
@@ -733,13 +741,13 @@ func benchKafkaPhase(ctx context.Context, c benchConfig, nth int, brokers []stri
 	// (end markers; a few records) read. Reading the 700k decisions
 	// themselves would put a consumer on the same two cores as the service
 	// while the clock runs; they are read and checked after it stops.
-	w, err := watchDecisions(brokers, "", "", cfg.Topics.DLQ, markers)
+	w, err := watchDecisions(kc, "", "", cfg.Topics.DLQ, markers)
 	if err != nil {
 		return nil, err
 	}
 	defer w.close()
 	marked := w.goal(func(s decisionCounts) bool { return s.markers >= len(markers) })
-	produced, err := watchEndOffsets(ctx, brokers, cfg.Topics.Decisions, int64(wl.info.Transactions))
+	produced, err := watchEndOffsets(ctx, kc, cfg.Topics.Decisions, int64(wl.info.Transactions))
 	if err != nil {
 		return nil, err
 	}
@@ -773,7 +781,7 @@ func benchKafkaPhase(ctx context.Context, c benchConfig, nth int, brokers []stri
 		return nil, phaseError(ctx, title, c.timeout, werr)
 	}
 	// Untimed: every transaction id was decided.
-	d, err := watchDecisions(brokers, cfg.Topics.Decisions, "", "", nil)
+	d, err := watchDecisions(kc, cfg.Topics.Decisions, "", "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -793,7 +801,7 @@ func benchKafkaPhase(ctx context.Context, c benchConfig, nth int, brokers []stri
 	// The final checkpoint committed what the tasks processed.
 	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ccancel()
-	if res.ProcessedAtStop, err = committed(cctx, brokers, cfg.Group); err != nil {
+	if res.ProcessedAtStop, err = committed(cctx, kc, cfg.Group); err != nil {
 		return nil, fmt.Errorf("%s: reading the committed offsets: %w", title, err)
 	}
 	return res, nil
@@ -828,8 +836,8 @@ func (r *runningService) stop() error {
 }
 
 // committed sums the group's committed offsets.
-func committed(ctx context.Context, brokers []string, group string) (int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+func committed(ctx context.Context, kc kconf.Config, group string) (int64, error) {
+	cl, err := benchClient(kc)
 	if err != nil {
 		return 0, err
 	}
@@ -872,8 +880,8 @@ type endOffsetWatcher struct {
 // phase of seconds, and a light load on the broker.
 const endOffsetPoll = 5 * time.Millisecond
 
-func watchEndOffsets(ctx context.Context, brokers []string, topic string, goal int64) (*endOffsetWatcher, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+func watchEndOffsets(ctx context.Context, kc kconf.Config, topic string, goal int64) (*endOffsetWatcher, error) {
+	cl, err := benchClient(kc)
 	if err != nil {
 		return nil, err
 	}
@@ -948,7 +956,7 @@ type decisionWatcher struct {
 	notify  chan time.Time
 }
 
-func watchDecisions(brokers []string, topic, warmPrefix, dlq string, markers map[topicPartition]int64) (*decisionWatcher, error) {
+func watchDecisions(kc kconf.Config, topic, warmPrefix, dlq string, markers map[topicPartition]int64) (*decisionWatcher, error) {
 	var topics []string
 	if topic != "" {
 		topics = append(topics, topic)
@@ -956,7 +964,7 @@ func watchDecisions(brokers []string, topic, warmPrefix, dlq string, markers map
 	if dlq != "" {
 		topics = append(topics, dlq)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
+	cl, err := benchClient(kc, kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return nil, err
@@ -1074,7 +1082,7 @@ const latencySuffix = ".bench-latency"
 // rate, each record's send time being the moment its Produce call is made;
 // a consumer of the decisions topic notes when each transaction id's first
 // decision arrives. Latency is arrival − send of every transaction id.
-func benchLatencyPhase(ctx context.Context, c benchConfig, brokers []string, dir string, log *slog.Logger) (*benchLatency, error) {
+func benchLatencyPhase(ctx context.Context, c benchConfig, kc kconf.Config, dir string, log *slog.Logger) (*benchLatency, error) {
 	if os.Getenv("GOGC") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(serveGOGC)) // as vigil serve sets it
 	}
@@ -1107,7 +1115,7 @@ func benchLatencyPhase(ctx context.Context, c benchConfig, brokers []string, dir
 	}
 
 	cfg := kafka.DefaultConfig
-	cfg.Kafka = kconf.Config{Brokers: brokers}
+	cfg.Kafka = kc
 	cfg.Group = "bench-latency"
 	cfg.DataDir = filepath.Join(dir, "latency")
 	cfg.Partitions = int32(c.partitions)
@@ -1118,7 +1126,7 @@ func benchLatencyPhase(ctx context.Context, c benchConfig, brokers []string, dir
 		return fail(fmt.Errorf("start the service: %w", err))
 	}
 	const warmPrefix = "bench-warmup-"
-	w, err := watchDecisions(brokers, cfg.Topics.Decisions, warmPrefix, "", nil)
+	w, err := watchDecisions(kc, cfg.Topics.Decisions, warmPrefix, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -1131,7 +1139,7 @@ func benchLatencyPhase(ctx context.Context, c benchConfig, brokers []string, dir
 		}
 	}()
 
-	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	prod, err := benchClient(kc, kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(0))
 	if err != nil {
 		return nil, err
