@@ -293,8 +293,11 @@ func ReadRules(ctx context.Context, kc kconf.Config, topic string) ([]*RulesetVe
 	}
 	defer cl.Close()
 	l, err := readRulesLog(ctx, kopts, kadm.NewClient(cl), topic)
+	if isAuthorization(err) {
+		return nil, kc.Explain(fmt.Errorf("read %s: %w", topic, err))
+	}
 	if err != nil {
-		return nil, kc.Explain(err)
+		return nil, err
 	}
 	return l.all(), nil
 }
@@ -326,10 +329,16 @@ func PushRules(ctx context.Context, kc kconf.Config, topic string, doc []byte, e
 		author = "unauthenticated:" + author
 	}
 	v, err := pushRules(ctx, kopts, topic, doc, expect, author, comment)
-	if errors.Is(err, kerr.TopicAuthorizationFailed) {
-		return nil, fmt.Errorf("%w: %s may not publish on %s (the broker's ACLs grant it no write on the topic)", err, kc.Principal(), topic)
+	if isAuthorization(err) {
+		return nil, kc.Explain(fmt.Errorf("publish on %s: %w", topic, err))
 	}
 	return v, err
+}
+
+// isAuthorization reports an error of the broker's ACLs.
+func isAuthorization(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) ||
+		errors.Is(err, kerr.GroupAuthorizationFailed)
 }
 
 // pushRules is PushRules over a client with kopts, recording author as given.

@@ -185,6 +185,13 @@ func (c Config) Explain(err error) error {
 		return fmt.Errorf("%s: authentication failed: the broker refused the %s credentials of %q (check sasl.username and sasl.password): %w", where, c.Mechanism, c.Username, err)
 	case errors.Is(err, kerr.UnsupportedSaslMechanism):
 		return fmt.Errorf("%s: the broker does not offer SASL %s (check sasl.mechanism): %w", where, c.Mechanism, err)
+	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.GroupAuthorizationFailed),
+		errors.Is(err, kerr.ClusterAuthorizationFailed), errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+		who := c.Principal()
+		if who == "" {
+			who = "this client"
+		}
+		return fmt.Errorf("%s: the broker's ACLs do not allow %s this: %w", where, who, err)
 	case errors.Is(err, kerr.IllegalSaslState):
 		return fmt.Errorf("%s: the broker is not expecting SASL (check security.protocol): %w", where, err)
 	case errors.As(err, &unknownCA), errors.As(err, &certVerify) && errors.As(certVerify.Err, &unknownCA):
