@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vigil-cep/vigil/api"
+	"github.com/vigil-cep/vigil/kafka/kconf"
 )
 
 // repoRoot is the main module, where the tests of this module run from
@@ -120,6 +121,9 @@ func serveEnv(flags map[string]bool) map[string]bool {
 	env := map[string]bool{api.KeysEnv: true}
 	for f := range flags {
 		env[envName(f)] = true
+	}
+	for _, p := range kconf.Known() { // Kafka client properties (kafka/kconf)
+		env[kconf.EnvName(p)] = true
 	}
 	return env
 }
