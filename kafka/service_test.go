@@ -428,7 +428,7 @@ patterns:
 		`vigil_dlq_total{reason_class="decode",stream="tx"} 1`,
 		`vigil_records_out_total{kind="decision"} 2`,
 		`vigil_decision_latency_seconds_count{source="kafka"} 2`,
-		`vigil_watermark_ms{task="`,
+		`vigil_watermark_timestamp_seconds{task="`,
 		`vigil_partial_matches{pattern="two"} 1`,
 	} {
 		if !strings.Contains(body, want) {

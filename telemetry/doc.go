@@ -20,8 +20,8 @@
 //	vigil_records_in_total                 counter    stream
 //	vigil_records_out_total                counter    kind: decision match timeout join window late dlq
 //	vigil_dlq_total                        counter    stream, reason_class: decode key time id size rule unknown_stream skew other
-//	vigil_watermark_ms                     gauge      task (epoch ms)
-//	vigil_event_time_lag_ms                gauge      task (processing time − watermark, ms)
+//	vigil_watermark_timestamp_seconds      gauge      task (Unix time, ms precision)
+//	vigil_event_time_lag_seconds           gauge      task (processing time − watermark)
 //	vigil_consumer_lag_records             gauge      topic, partition
 //	vigil_checkpoint_duration_seconds      histogram  -
 //	vigil_checkpoint_bytes                 histogram  -

@@ -20,8 +20,8 @@ const (
 	NameRecordsIn          = "vigil_records_in_total"
 	NameRecordsOut         = "vigil_records_out_total"
 	NameDLQ                = "vigil_dlq_total"
-	NameWatermark          = "vigil_watermark_ms"
-	NameEventTimeLag       = "vigil_event_time_lag_ms"
+	NameWatermark          = "vigil_watermark_timestamp_seconds"
+	NameEventTimeLag       = "vigil_event_time_lag_seconds"
 	NameConsumerLag        = "vigil_consumer_lag_records"
 	NameCheckpointDuration = "vigil_checkpoint_duration_seconds"
 	NameCheckpointBytes    = "vigil_checkpoint_bytes"
@@ -139,8 +139,8 @@ type Metrics struct {
 	bySource           *labelCache[string] // source
 	byRoute            *labelCache[string] // route
 
-	watermark    metric.Int64ObservableGauge
-	eventTimeLag metric.Int64ObservableGauge
+	watermark    metric.Float64ObservableGauge
+	eventTimeLag metric.Float64ObservableGauge
 	consumerLag  metric.Int64ObservableGauge
 	byTask       *labelCache[int32] // task
 	byPartition  *labelCache[topicPartition]
@@ -215,8 +215,9 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 	m.bySource = stringCache("source")
 	m.byRoute = stringCache("route")
 
-	m.watermark = b.gauge(NameWatermark, "ms", "Task watermark, in epoch milliseconds.")
-	m.eventTimeLag = b.gauge(NameEventTimeLag, "ms", "Processing time minus task watermark, in milliseconds.")
+	// In seconds, Prometheus' base unit, with millisecond precision.
+	m.watermark = b.floatGauge(NameWatermark, "s", "Task watermark, as a Unix time in seconds.")
+	m.eventTimeLag = b.floatGauge(NameEventTimeLag, "s", "Processing time minus task watermark, in seconds.")
 	m.consumerLag = b.gauge(NameConsumerLag, "{record}", "Records between the committed offset and the end of each input partition.")
 	m.byTask = taskCache()
 	m.byPartition = newLabelCache(func(k topicPartition) []attribute.KeyValue {
@@ -285,6 +286,12 @@ func (b *builder) upDown(name, unit, help string) metric.Int64Observable {
 // ObserveTasks and ObserveConsumerLag.
 func (b *builder) gauge(name, unit, help string) metric.Int64ObservableGauge {
 	g, err := b.meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(help))
+	b.keep(name, err)
+	return g
+}
+
+func (b *builder) floatGauge(name, unit, help string) metric.Float64ObservableGauge {
+	g, err := b.meter.Float64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(help))
 	b.keep(name, err)
 	return g
 }
@@ -481,8 +488,8 @@ func (m *Metrics) ObserveTasks(f func(observe func(task int32, watermark, lagMil
 				return
 			}
 			a := m.byTask.get(task).obs
-			o.ObserveInt64(m.watermark, watermark, a...)
-			o.ObserveInt64(m.eventTimeLag, lag, a...)
+			o.ObserveFloat64(m.watermark, float64(watermark)/1e3, a...)
+			o.ObserveFloat64(m.eventTimeLag, float64(lag)/1e3, a...)
 		})
 		return nil
 	}, m.watermark, m.eventTimeLag)

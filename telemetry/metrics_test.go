@@ -198,8 +198,8 @@ func TestMetricsScrape(t *testing.T) {
 		NameRecordsIn:          {{"stream=logins", 1}, {"stream=transactions", 3}},
 		NameRecordsOut:         {{"kind=decision", 2}, {"kind=dlq", 1}},
 		NameDLQ:                {{"reason_class=decode,stream=transactions", 1}},
-		NameWatermark:          {{"task=3", 1_700_000_000_000}},
-		NameEventTimeLag:       {{"task=3", 250}},
+		NameWatermark:          {{"task=3", 1_700_000_000}},
+		NameEventTimeLag:       {{"task=3", 0.25}},
 		NameConsumerLag:        {{"partition=3,topic=transactions", 42}},
 		NameCheckpointDuration: {{"", 1}}, // histograms: the count
 		NameCheckpointBytes:    {{"", 1}},
@@ -255,7 +255,7 @@ func TestMetricsScrape(t *testing.T) {
 		`vigil_checkpoint_bytes_bucket{le="1024"} 0`,
 		`vigil_checkpoint_bytes_bucket{le="4096"} 1`,
 		`vigil_records_in_total{stream="transactions"} 3`,
-		`vigil_watermark_ms{task="3"} 1.7e+12`,
+		`vigil_watermark_timestamp_seconds{task="3"} 1.7e+09`,
 	} {
 		if !strings.Contains(body, line+"\n") {
 			t.Errorf("no line %q in /metrics", line)
@@ -368,14 +368,14 @@ func TestObserveUnregister(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body := scrape(t, tel); !strings.Contains(body, `vigil_watermark_ms{task="7"} 1000`+"\n") {
-		t.Fatalf("task 7 watermark missing:\n%s", grepLines(body, "vigil_watermark_ms"))
+	if body := scrape(t, tel); !strings.Contains(body, `vigil_watermark_timestamp_seconds{task="7"} 1`+"\n") {
+		t.Fatalf("task 7 watermark missing:\n%s", grepLines(body, "vigil_watermark_timestamp_seconds"))
 	}
 	if err := un(); err != nil {
 		t.Fatal(err)
 	}
-	if body := scrape(t, tel); strings.Contains(body, `vigil_watermark_ms{task="7"}`) {
-		t.Errorf("task 7 still reported after unregister:\n%s", grepLines(body, "vigil_watermark_ms"))
+	if body := scrape(t, tel); strings.Contains(body, `vigil_watermark_timestamp_seconds{task="7"}`) {
+		t.Errorf("task 7 still reported after unregister:\n%s", grepLines(body, "vigil_watermark_timestamp_seconds"))
 	}
 }
 

@@ -106,7 +106,7 @@ func New(opts Options) (*Telemetry, error) {
 	exp, err := otelprom.New(
 		otelprom.WithRegisterer(t.reg),
 		// The instrument names are the Prometheus names already
-		// ("vigil_records_in_total", "vigil_watermark_ms"): no unit or
+		// ("vigil_records_in_total", "vigil_event_time_lag_seconds"): no unit or
 		// _total suffix is added, so what the code says is what the
 		// dashboard queries.
 		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithoutSuffixes),
