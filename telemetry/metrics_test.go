@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -506,5 +507,23 @@ func TestConcurrentRecordAndScrape(t *testing.T) {
 		if got := s.GetCounter().GetValue(); got != per*0.001 {
 			t.Errorf("backpressure %s = %v, want %v", labelString(s), got, per*0.001)
 		}
+	}
+}
+
+// TestPromtoolCheckMetrics runs Prometheus' own linter on a scrape with
+// every metric recorded: names in base units, counters ending in _total,
+// help text on every family. ./scripts/test installs promtool (Debian's
+// prometheus package).
+func TestPromtoolCheckMetrics(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool is not installed (./scripts/test installs it: apt-get install prometheus)")
+	}
+	tel := newTestTelemetry(t)
+	recordAll(t, tel)
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(scrape(t, tel))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
 	}
 }
