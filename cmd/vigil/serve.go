@@ -29,6 +29,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rulesPath := fs.String("rules", "", "ruleset that seeds the rules topic when it is empty (default: the example ruleset)")
 	kclient := addKafkaClientFlags(fs, "", "Kafka bootstrap brokers, comma-separated; without them (or bootstrap.servers) the embedded broker starts")
 	listen := fs.String("kafka-listen", "127.0.0.1:9092", "address of the embedded broker (without --brokers)")
+	brokerSec := addBrokerSecurityFlags(fs, "broker-", "kafka-listen")
 	fs.StringVar(&cfg.DataDir, "data-dir", d.DataDir, "checkpoints (and the embedded broker's log) live here")
 	fs.StringVar(&cfg.Group, "group", d.Group, "consumer group: instances in one group share the partitions")
 	fs.StringVar(&cfg.InstanceID, "instance-id", "", "static group member id, stable across restarts (default: from the host name and --data-dir)")
@@ -110,15 +111,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		seed = b
 	}
 	if len(kc.Brokers) == 0 {
-		b, err := kafka.StartBroker(kafka.BrokerConfig{Listen: *listen, DataDir: filepath.Join(cfg.DataDir, "broker"),
-			Partitions: cfg.Partitions})
+		// Serve's clients connect as the users file's first superuser
+		// (or as the credentials of the Kafka client properties), over
+		// TLS pinned to the broker's certificate when it has one.
+		b, err := startEmbeddedBroker(kafka.BrokerConfig{Listen: *listen, DataDir: filepath.Join(cfg.DataDir, "broker"),
+			Partitions: cfg.Partitions}, brokerSec, kc, log)
 		if err != nil {
 			return err
 		}
 		defer b.Close()
-		log.Info("embedded broker", "addr", b.Addr(), "data", filepath.Join(cfg.DataDir, "broker"))
-		kc.Brokers = []string{b.Addr()}
-		cfg.Kafka = kc
+		log.Info("embedded broker", "addr", b.Addr(), "data", filepath.Join(cfg.DataDir, "broker"), "client", b.Client)
+		cfg.Kafka = b.Client
 	} else {
 		cfg.Kafka = kc
 		log.Info("kafka", "cluster", kc)
