@@ -4,12 +4,21 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -56,6 +65,7 @@ type benchConfig struct {
 	latencyDuration           time.Duration
 	timeout                   time.Duration
 	jsonOut, verbose          bool
+	secure                    bool
 	cpuProfile, profilePhase  string
 	prof                      *cpuProfiler
 }
@@ -120,6 +130,7 @@ var phaseTitles = map[string]string{
 type benchResult struct {
 	Workload    benchWorkload     `json:"workload"`
 	Broker      string            `json:"broker"`
+	Security    string            `json:"security"` // the broker's: "none" or "SASL_SSL SCRAM-SHA-512"
 	GOMAXPROCS  int               `json:"gomaxprocs"`
 	Load        benchThroughput   `json:"load"`
 	EndMarkers  int               `json:"end_markers"` // records appended after the workload, one per input partition
@@ -226,6 +237,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&c.latencyDuration, "latency-duration", 10*time.Second, "how long the latency phase produces")
 	fs.DurationVar(&c.timeout, "timeout", 3*time.Minute, "bound on each phase (the latency phase: its duration plus this)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the results as one JSON object")
+	fs.BoolVar(&c.secure, "secure", false, "the broker takes only SCRAM-SHA-512 over TLS (a throwaway certificate), and every client of the bench authenticates: the cost of security")
 	fs.BoolVar(&c.verbose, "verbose", false, "log the services at info level (default: warnings only) to standard error")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) of one phase, while its clock runs, to this file")
 	fs.StringVar(&c.profilePhase, "profile-phase", phaseKafka, "the phase --cpuprofile records: passthrough, replay, kafka or latency")
@@ -329,14 +341,22 @@ func bench(ctx context.Context, c benchConfig, res *benchResult, stderr io.Write
 		return err
 	}
 	defer os.RemoveAll(dir)
-	broker, err := kafka.StartBroker(kafka.BrokerConfig{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "broker"),
-		Partitions: int32(c.partitions)})
+	bcfg := kafka.BrokerConfig{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "broker"), Partitions: int32(c.partitions)}
+	var kc kconf.Config
+	res.Security = "none"
+	if c.secure {
+		if kc, err = secureBenchBroker(&bcfg, dir); err != nil {
+			return err
+		}
+		res.Security = kc.Protocol + " " + kc.Mechanism
+	}
+	broker, err := kafka.StartBroker(bcfg)
 	if err != nil {
 		return err
 	}
 	defer broker.Close()
 	res.Broker = broker.Addr()
-	kc := kconf.Config{Brokers: []string{broker.Addr()}}
+	kc.Brokers = []string{broker.Addr()}
 	level := slog.LevelWarn
 	if c.verbose {
 		level = slog.LevelInfo
@@ -479,6 +499,32 @@ func makeWorkload(wc workload.Config, names map[string]int) (*benchWorkloadData,
 		return nil, fmt.Errorf("workload: %d records generated, want %d", len(wl.records), wc.Events)
 	}
 	return wl, nil
+}
+
+// secureBenchBroker gives the bench's broker one SCRAM-SHA-512 superuser and
+// TLS with a self-signed certificate for 127.0.0.1 (written under dir for the
+// clients to trust), and returns the clients' connection, brokers unset.
+func secureBenchBroker(cfg *kafka.BrokerConfig, dir string) (kconf.Config, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return kconf.Config{}, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "vigil bench"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return kconf.Config{}, err
+	}
+	ca := filepath.Join(dir, "bench-ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return kconf.Config{}, err
+	}
+	cfg.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
+	pass := kconf.Secret(rand.Text())
+	cfg.Users = []kafka.BrokerUser{{Name: "bench", Password: pass, Mechanism: kconf.MechScramSHA512, Superuser: true}}
+	return kconf.Config{Protocol: kconf.SASLSSL, Mechanism: kconf.MechScramSHA512, Username: "bench", Password: pass, CAFile: ca}, nil
 }
 
 // benchClient opens a client of the bench's broker with extra options.
@@ -1307,7 +1353,7 @@ func printBench(w io.Writer, c benchConfig, r *benchResult) {
 		"          %d users, seed %d, %d partitions; ruleset examples/fraud.yaml\n",
 		wl.Events, wl.Transactions, wl.TransactionIDs, wl.Logins, wl.Devices, float64(wl.Bytes)/1e6,
 		wl.Users, wl.Seed, wl.Partitions)
-	fmt.Fprintf(w, "broker:   embedded, in this process, %s; GOMAXPROCS %d\n", r.Broker, r.GOMAXPROCS)
+	fmt.Fprintf(w, "broker:   embedded, in this process, %s, security %s; GOMAXPROCS %d\n", r.Broker, r.Security, r.GOMAXPROCS)
 	if r.Load.Events > 0 {
 		fmt.Fprintf(w, "inputs:   produced in %.2f s (%.0f events/s; setup, not a result), then %d end markers (one per input partition)\n",
 			r.Load.Seconds, r.Load.EventsPerSec, r.EndMarkers)

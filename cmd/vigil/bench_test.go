@@ -21,7 +21,10 @@ func TestBenchCommand(t *testing.T) {
 	defer cancel()
 	var out, errOut strings.Builder
 	code := run(ctx, []string{"bench", "--events", "3000", "--users", "300", "--latency-duration", "2s",
-		"--rate", "1000", "--runs", "2", "--json"}, &out, &errOut)
+		"--rate", "1000", "--runs", "2", "--json",
+		// Every client of the bench must authenticate: one that does not
+		// fails against this broker.
+		"--secure"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit status %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
 	}
@@ -46,6 +49,9 @@ func TestBenchCommand(t *testing.T) {
 		"vigil_kafka": append(throughputFields, "decisions", "decision_ids", "end_markers", "processed_at_stop", "first_decision_ms", "percent_of_replay", "gogc"),
 		"latency": {"rate", "duration_seconds", "users", "events", "transactions", "transaction_ids", "decided",
 			"achieved_rate", "max_behind_ms", "p50_ms", "p99_ms", "max_ms", "gogc"},
+	}
+	if got := string(raw["security"]); got != `"SASL_SSL SCRAM-SHA-512"` {
+		t.Errorf("security %s, want SASL_SSL SCRAM-SHA-512", got)
 	}
 	for _, top := range []string{"broker", "gomaxprocs", "end_markers", "replay_runs", "kafka_runs"} {
 		if _, ok := raw[top]; !ok {
