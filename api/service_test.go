@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vigil-cep/vigil/kafka"
+	"github.com/vigil-cep/vigil/kafka/kconf"
 )
 
 // The tests here serve the API from the real service on an in-process
@@ -40,7 +41,7 @@ func realServiceBroker(t *testing.T) (*httptest.Server, string) {
 	}
 	t.Cleanup(b.Close)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := kafka.New(context.Background(), kafka.Config{Brokers: []string{b.Addr()}, DataDir: t.TempDir(),
+	svc, err := kafka.New(context.Background(), kafka.Config{Kafka: kconf.Config{Brokers: []string{b.Addr()}}, DataDir: t.TempDir(),
 		Partitions: 2, Logger: log}, []byte(serviceRules), true)
 	if err != nil {
 		t.Fatal(err)
