@@ -34,8 +34,8 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stderr, "Usage: vigil gen [--users N] [--events N] [--seed S] [--partitions P] [--out FILE] [--truth FILE] [--kafka STREAM]\n"+
 			"       vigil gen --brokers HOST:PORT,... [--kafka-properties FILE] [--send-rate R] [--users N] [--events N] [--seed S] [--truth FILE]\n\n"+
 			"Write a synthetic workload with planted fraud (IP hopping, card testing, account takeover).\n\n"+
-			"Without --brokers it is written as NDJSON, vigil replay's input. With --brokers (or bootstrap.servers from\n"+
-			"--kafka-properties or VIGIL_KAFKA_BOOTSTRAP_SERVERS) it is produced live, the three streams interleaved in the\n"+
+			"Without --brokers it is written as NDJSON, vigil replay's input. With --brokers or --kafka-properties (whose\n"+
+			"bootstrap.servers names the brokers) it is produced live, the three streams interleaved in the\n"+
 			"file's order, to the topics transactions, logins and devices (which must exist: vigil serve creates them),\n"+
 			"keyed by user_id and placed as Kafka's default partitioner places keys (murmur2), each record stamped with\n"+
 			"the time it is sent. The workload is the file's, flag for flag: --rate is its event-time rate in both cases, and\n"+
@@ -79,13 +79,17 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			*v = -1
 		}
 	}
-	kc, err := kclient.config(os.Environ(), nil)
-	if err != nil {
-		return err
+	// Kafka only when the command line asks for it: a VIGIL_KAFKA_* variable
+	// left in the environment must not turn `vigil gen | vigil replay` into a
+	// producer that writes nothing to its pipe.
+	live := set["brokers"] || set[kafkaPropertiesFlag]
+	var kc kconf.Config
+	var err error
+	if live {
+		if kc, err = kclient.config(os.Environ(), nil); err != nil {
+			return err
+		}
 	}
-	// Kafka when the command line asks for it, or when the environment
-	// names brokers and the command line names no file to write instead.
-	live := set["brokers"] || set[kafkaPropertiesFlag] || len(kc.Brokers) > 0 && !set["out"] && !set["kafka"]
 	usage := func(msg string) error {
 		fmt.Fprintln(stderr, msg)
 		fs.Usage()

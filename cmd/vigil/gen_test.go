@@ -365,3 +365,13 @@ func TestGenFlags(t *testing.T) {
 		}
 	}
 }
+
+// A VIGIL_KAFKA_* variable left in the environment does not turn gen into a
+// producer: only --brokers or --kafka-properties does.
+func TestGenEnvironmentDoesNotProduce(t *testing.T) {
+	t.Setenv("VIGIL_KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+	code, out, stderr := runCLI(t, "gen", "--events", "300", "--users", "30")
+	if code != 0 || !strings.HasPrefix(out, `{"stream":`) {
+		t.Fatalf("exit %d, stdout %.80q, stderr %q; want the NDJSON workload on stdout", code, out, stderr)
+	}
+}
