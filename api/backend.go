@@ -116,9 +116,9 @@ type Entity struct {
 const NoWatermark = stream.MinTime
 
 // MarshalJSON writes e with "watermark" and "lag_ms" null when e has no
-// watermark, instead of -9223372036854775808 and a meaningless lag. It
-// lists Entity's fields again (TestEntityJSONFields holds the two lists
-// together).
+// watermark, instead of -9223372036854775808 and a meaningless lag, and
+// nil maps and slices as {} and []. It lists Entity's fields again
+// (TestEntityJSONFields holds the two lists together).
 func (e Entity) MarshalJSON() ([]byte, error) {
 	out := struct { // Entity's fields in its order, the two nullable
 		Key       string                       `json:"key"`
@@ -129,7 +129,15 @@ func (e Entity) MarshalJSON() ([]byte, error) {
 		Watermark *int64                       `json:"watermark"`
 		LagMillis *int64                       `json:"lag_ms"`
 		Task      int32                        `json:"task"`
-	}{Key: e.Key, History: e.History, Windows: e.Windows, Partials: e.Partials, Decisions: e.Decisions, Task: e.Task}
+	}{Key: e.Key, History: orEmpty(e.History), Windows: e.Windows, Partials: orEmpty(e.Partials), Decisions: e.Decisions, Task: e.Task}
+	// The OpenAPI document promises objects and arrays, never null: a
+	// Backend that leaves them nil still answers {} and [].
+	if out.Windows == nil {
+		out.Windows = []json.RawMessage{}
+	}
+	if out.Decisions == nil {
+		out.Decisions = []json.RawMessage{}
+	}
 	if e.Watermark != NoWatermark {
 		out.Watermark, out.LagMillis = &e.Watermark, &e.LagMillis
 	}
@@ -151,4 +159,12 @@ type BacktestReport struct {
 	Changed         int64             `json:"changed"`           // decisions whose action differs from the current ruleset's
 	ChangedByAction map[string]int64  `json:"changed_by_action"` // "allow->block" -> count
 	Samples         []json.RawMessage `json:"samples"`           // candidate decisions that changed, up to the limit
+}
+
+// orEmpty returns m, or an empty map for nil: JSON {} rather than null.
+func orEmpty[M ~map[K]V, K comparable, V any](m M) M {
+	if m == nil {
+		return M{}
+	}
+	return m
 }

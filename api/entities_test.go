@@ -22,7 +22,8 @@ func TestEntityWithoutWatermark(t *testing.T) {
 	}
 	rec = f.do(req{path: "/v1/entities/u1"})
 	mustStatus(t, rec, http.StatusOK)
-	want := `{"key":"u1","history":{"transactions":[{"amount":5}]},"windows":null,"partial_matches":{},"recent_decisions":null,"watermark":42,"lag_ms":7,"task":3}`
+	// The backend's nil windows and decisions are [], not null.
+	want := `{"key":"u1","history":{"transactions":[{"time":1000,"event":{"amount":5}}]},"windows":[],"partial_matches":{},"recent_decisions":[],"watermark":42,"lag_ms":7,"task":3}`
 	if got := strings.TrimSpace(rec.Body.String()); got != want {
 		t.Errorf("entity with a watermark:\n got %s\nwant %s", got, want)
 	}

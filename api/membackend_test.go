@@ -124,14 +124,40 @@ func (b *memBackend) Decide(ctx context.Context, stream string, body []byte) (*D
 		}
 		return old.d, true, nil
 	}
-	action := "allow"
-	if amount, _ := ev["amount"].(float64); amount > 100 {
-		action = "block"
-	}
-	rec, _ := json.Marshal(map[string]any{"kind": "decision", "id": id, "stream": stream, "action": action})
-	d := &Decision{Record: rec}
+	d := &Decision{Record: memRecord(id, stream, ev)}
 	b.mu.decisions[id] = memDecision{body: canon, d: d}
 	return d, false, nil
+}
+
+// memRecord is the decision record of an event, in the engine's format
+// (engine.appendDecision): the rule "big" blocks amounts over 100.
+func memRecord(id, stream string, ev map[string]any) json.RawMessage {
+	type hit struct {
+		Rule   string  `json:"rule"`
+		Action string  `json:"action"`
+		Score  float64 `json:"score"`
+		Reason string  `json:"reason"`
+	}
+	key, _ := ev["user_id"].(string)
+	ts, _ := ev["ts"].(float64)
+	rec := struct {
+		Kind   string     `json:"kind"`
+		ID     string     `json:"id"`
+		Stream string     `json:"stream"`
+		Key    string     `json:"key"`
+		Time   int64      `json:"time"`
+		Action string     `json:"action"`
+		Score  float64    `json:"score"`
+		Rules  []hit      `json:"rules"`
+		Shadow []hit      `json:"shadow"`
+		Errors []struct{} `json:"errors"`
+	}{Kind: "decision", ID: id, Stream: stream, Key: key, Time: int64(ts), Action: "allow", Rules: []hit{}, Shadow: []hit{}, Errors: []struct{}{}}
+	if amount, _ := ev["amount"].(float64); amount > 100 {
+		rec.Action, rec.Score = "block", 10
+		rec.Rules = append(rec.Rules, hit{Rule: "big", Action: "block", Score: 10, Reason: "amount over 100"})
+	}
+	b, _ := json.Marshal(rec)
+	return b
 }
 
 func (b *memBackend) Decision(ctx context.Context, id string) (*Decision, error) {
@@ -150,7 +176,7 @@ func (b *memBackend) Entity(ctx context.Context, key string, q EntityQuery) (*En
 	b.mu.entityKey = key
 	switch key {
 	case "u/1", "u1":
-		return &Entity{Key: key, History: map[string][]json.RawMessage{"transactions": {json.RawMessage(`{"amount":5}`)}}, Partials: map[string]int{}, Watermark: 42, LagMillis: 7, Task: 3}, nil
+		return &Entity{Key: key, History: map[string][]json.RawMessage{"transactions": {json.RawMessage(`{"time":1000,"event":{"amount":5}}`)}}, Partials: map[string]int{}, Watermark: 42, LagMillis: 7, Task: 3}, nil
 	case "fresh": // on a task that has no watermark yet
 		return &Entity{Key: key, History: map[string][]json.RawMessage{}, Windows: []json.RawMessage{}, Partials: map[string]int{},
 			Decisions: []json.RawMessage{}, Watermark: NoWatermark, LagMillis: 12345, Task: 1}, nil

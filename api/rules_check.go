@@ -194,7 +194,14 @@ func (h *Handler) backtest(w http.ResponseWriter, r *http.Request) {
 		h.backendError(w, r, "backtest", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, report)
+	// The OpenAPI document promises objects and arrays, never null: a
+	// Backend that leaves them nil still answers {} and [].
+	rep := *report
+	rep.Hits, rep.NewHits, rep.ChangedByAction = orEmpty(rep.Hits), orEmpty(rep.NewHits), orEmpty(rep.ChangedByAction)
+	if rep.Samples == nil {
+		rep.Samples = []json.RawMessage{}
+	}
+	writeJSON(w, http.StatusOK, &rep)
 }
 
 func (h *Handler) backtestFields() []string {
