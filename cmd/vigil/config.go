@@ -127,7 +127,9 @@ func applyConfig(fs *flag.FlagSet, environ []string) ([]kconf.Setting, error) {
 			props = append(props, kconf.Setting{Name: name, Value: v.value, Source: fmt.Sprintf("config %s:%d", path, v.line)})
 		}
 	}
-	sort.Slice(props, func(i, j int) bool { return file[kafkaConfigPrefix+props[i].Name].line < file[kafkaConfigPrefix+props[j].Name].line })
+	sort.Slice(props, func(i, j int) bool {
+		return file[kafkaConfigPrefix+props[i].Name].line < file[kafkaConfigPrefix+props[j].Name].line
+	})
 	return props, errors.Join(errs...)
 }
 

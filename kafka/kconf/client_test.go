@@ -247,9 +247,12 @@ func TestAWSMSKIAMSignature(t *testing.T) {
 			t.Errorf("keys %v, want %v", got, want)
 		}
 		if exp := sigV4(secret, host, "eu-west-1", "20000101", "20000101T000000Z", map[string]string{
-			"Action": "kafka-cluster:Connect", "X-Amz-Algorithm": "AWS4-HMAC-SHA256",
-			"X-Amz-Credential": access + "/20000101/eu-west-1/kafka-cluster/aws4_request",
-			"X-Amz-Date": "20000101T000000Z", "X-Amz-Expires": "900", "X-Amz-SignedHeaders": "host",
+			"Action":              "kafka-cluster:Connect",
+			"X-Amz-Algorithm":     "AWS4-HMAC-SHA256",
+			"X-Amz-Credential":    access + "/20000101/eu-west-1/kafka-cluster/aws4_request",
+			"X-Amz-Date":          "20000101T000000Z",
+			"X-Amz-Expires":       "900",
+			"X-Amz-SignedHeaders": "host",
 		}); sig != exp {
 			t.Errorf("signature %s, want %s (computed from the SigV4 algorithm)", sig, exp)
 		}
