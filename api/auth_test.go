@@ -40,7 +40,10 @@ func TestUnauthorized(t *testing.T) {
 // exactly the roles the matrix grants get past authorization.
 func TestRolesMatrix(t *testing.T) {
 	f := newFixture(t, func(o *Options) {
-		o.Metrics = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+		o.Metrics = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			_, _ = w.Write([]byte("vigil_up 1\n"))
+		})
 		o.MetricsAuth = true
 	})
 	fill := strings.NewReplacer("{id}", "big", "{n}", "1", "{key}", "u1")

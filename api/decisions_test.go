@@ -92,7 +92,7 @@ func TestDecisions(t *testing.T) {
 	hr := httptest.NewRequest("POST", "/v1/decisions", strings.NewReader(`{"tx_id":"t5"}`))
 	hr.Header.Set("Authorization", "Bearer "+tokDecider)
 	rec = httptest.NewRecorder()
-	f.h.ServeHTTP(rec, hr)
+	f.srv.ServeHTTP(rec, hr)
 	mustStatus(t, rec, http.StatusOK)
 
 	// ?stream= must name a deciding stream.
@@ -183,7 +183,7 @@ func FuzzDecisionBody(f *testing.F) {
 		hr.Header.Set("Authorization", "Bearer "+tokDecider)
 		hr.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
-		fx.h.ServeHTTP(rec, hr)
+		openAPIChecked(t, fx.h).ServeHTTP(rec, hr)
 		if rec.Code == http.StatusOK {
 			var d Decision
 			if rec.Header().Get("Content-Type") != "application/json" || json.Unmarshal(rec.Body.Bytes(), &d) != nil || !json.Valid(d.Record) {

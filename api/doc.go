@@ -109,11 +109,24 @@
 //	urn:vigil:problem:ruleset-too-large       413 (max_bytes: the rules topic's limit)
 //	urn:vigil:problem:unsupported-media-type  415
 //	urn:vigil:problem:invalid-ruleset         422
+//	urn:vigil:problem:bad-event               422 (an event with no key, time or id)
 //	urn:vigil:problem:if-match-required       428
 //	urn:vigil:problem:saturated               429 (with Retry-After)
 //	urn:vigil:problem:internal                500 (panics are recovered and logged)
 //	urn:vigil:problem:unavailable             503
 //	urn:vigil:problem:not-owner               503 (with Retry-After)
+//
+// # The OpenAPI document
+//
+// openapi.json, served at /openapi.json, is written by hand and types
+// every request and response, closed (additionalProperties: false) where
+// the Go type is. The tests hold it to the code: TestOpenAPISync to the
+// routes and permissions, TestOpenAPIGoTypes to the Go types,
+// TestOpenAPIEngineRecords to the records the engine writes (decisions,
+// entity views, backtest reports); and every API test validates its
+// requests and responses against it (kin-openapi's openapi3filter).
+// Redocly CLI lints it clean (redocly.yaml; TestRedoclyLint with
+// VIGIL_REDOCLY=1).
 //
 // # Requests
 //

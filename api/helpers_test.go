@@ -67,6 +67,7 @@ type fixture struct {
 	t    testing.TB
 	b    *memBackend
 	h    *Handler
+	srv  http.Handler // h, every exchange checked against openapi.json
 	logs *syncBuffer
 }
 
@@ -82,6 +83,7 @@ func newFixture(t testing.TB, edit ...func(*Options)) *fixture {
 		t.Fatalf("New: %v", err)
 	}
 	f.h = h
+	f.srv = openAPIChecked(t, h)
 	return f
 }
 
@@ -126,7 +128,7 @@ func (f *fixture) do(r req) *httptest.ResponseRecorder {
 		hr.Header.Set(k, v)
 	}
 	rec := httptest.NewRecorder()
-	f.h.ServeHTTP(rec, hr)
+	f.srv.ServeHTTP(rec, hr)
 	return rec
 }
 

@@ -6,8 +6,11 @@ import (
 	"strconv"
 )
 
-// openAPIDocument describes every route (OpenAPI 3.0). TestOpenAPISync
-// holds it to the router: same routes, same permissions.
+// openAPIDocument describes every route and payload (OpenAPI 3.0.3),
+// written by hand. TestOpenAPISync holds it to the router (same routes,
+// same permissions), TestOpenAPIGoTypes to the Go types, and every API
+// test's exchanges are validated against it (see the package
+// documentation).
 //
 //go:embed openapi.json
 var openAPIDocument []byte

@@ -1,13 +1,27 @@
 package api
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
+	"os"
+	"os/exec"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
+
+	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/internal/rulesdoc"
+	"github.com/vigil-cep/vigil/kafka"
+	"github.com/vigil-cep/vigil/rules"
 )
 
 type openAPIOperation struct {
@@ -131,5 +145,325 @@ func TestOpenAPIRefs(t *testing.T) {
 	}
 	if len(refs) < 50 {
 		t.Errorf("only %d refs: is the document complete?", len(refs))
+	}
+}
+
+// TestOpenAPIGoTypes holds openapi.json, which is written by hand, to the
+// Go types the API encodes and decodes: each schema has exactly the
+// properties of its type's JSON fields (YAML fields for the ruleset's
+// items, which rules.Load reads), requires every field Go always writes,
+// and is closed (additionalProperties: false), as are the schemas of the
+// structs inside it, through slices, maps and $refs. The records the
+// engine writes byte by byte have no Go type: TestOpenAPIEngineRecords
+// holds their schemas to the engine's output.
+func TestOpenAPIGoTypes(t *testing.T) {
+	s := mustOpenAPI(t)
+	component := func(name string) *openapi3.Schema {
+		ref := s.doc.Components.Schemas[name]
+		if ref == nil || ref.Value == nil {
+			t.Fatalf("no schema %s", name)
+		}
+		return ref.Value
+	}
+	type check struct {
+		name   string
+		schema *openapi3.Schema
+		typ    reflect.Type
+		tag    string   // "json", or "yaml" for what rules.Load reads
+		extra  []string // properties the type does not have (an item's name)
+	}
+	checks := []check{
+		{"Problem", component("Problem"), reflect.TypeFor[problem](), "json", nil},
+		{"Valid", component("Valid"), reflect.TypeFor[validation](), "json", nil},
+		{"Version", component("Version"), reflect.TypeFor[Version](), "json", nil},
+		{"VersionWithDocument", component("VersionWithDocument"), reflect.TypeFor[versionView](), "json", nil},
+		{"VersionPage", component("VersionPage"), reflect.TypeFor[versionPage](), "json", nil},
+		{"AuditPage", component("AuditPage"), reflect.TypeFor[auditPage](), "json", nil},
+		{"ItemHistory", component("ItemHistory"), reflect.TypeFor[itemHistory](), "json", nil},
+		{"RollbackRequest", component("RollbackRequest"), reflect.TypeFor[rollbackRequest](), "json", nil},
+		{"BacktestReport", component("BacktestReport"), reflect.TypeFor[BacktestReport](), "json", nil},
+		{"BacktestReport (engine)", component("BacktestReport"), reflect.TypeFor[engine.BacktestReport](), "json", nil},
+		{"Decision", component("Decision"), reflect.TypeFor[Decision](), "json", nil},
+		{"Entity", component("Entity"), reflect.TypeFor[Entity](), "json", nil},
+		{"Entity (service)", component("Entity"), reflect.TypeFor[kafka.EntityView](), "json", nil},
+		{"Document", component("Document"), reflect.TypeFor[rules.Document](), "yaml", nil},
+	}
+	items := map[string]reflect.Type{
+		"streams": reflect.TypeFor[rules.StreamSpec](), "windows": reflect.TypeFor[rules.WindowSpec](),
+		"rules": reflect.TypeFor[rules.RuleSpec](), "patterns": reflect.TypeFor[rules.PatternSpec](),
+		"joins": reflect.TypeFor[rules.JoinSpec](), "enrichments": reflect.TypeFor[rules.EnrichmentSpec](),
+	}
+	for _, k := range rulesdoc.Kinds() {
+		typ, ok := items[k.Plural]
+		if !ok {
+			t.Errorf("kind %s: no spec type listed here", k.Plural)
+			continue
+		}
+		list := s.doc.Paths.Value("/v1/" + k.Plural).Get.Responses.Status(http.StatusOK).Value.Content.Get("application/json").Schema.Value
+		checks = append(checks, check{"GET /v1/" + k.Plural, list, reflect.TypeFor[itemList](), "json", nil})
+		extra := []string{"name"}
+		if !k.IDField {
+			extra = append(extra, "id") // another spelling of name, in requests
+		}
+		item := s.doc.Paths.Value("/v1/" + k.Plural + "/{id}").Get.Responses.Status(http.StatusOK).Value.Content.Get("application/json").Schema.Value
+		checks = append(checks, check{"GET /v1/" + k.Plural + "/{id}", item, typ, "yaml", extra})
+		// The same item in a candidate (validate, backtest).
+		checks = append(checks, check{"CandidateItem." + k.Singular, component("CandidateItem").Properties[k.Singular].Value, typ, "yaml", extra})
+	}
+	for _, c := range checks {
+		for _, err := range matchSchema(c.name, c.schema, c.typ, c.tag, c.extra) {
+			t.Error(err)
+		}
+	}
+}
+
+// customForms are the types whose written form is not their Go fields
+// (rules decodes them node by node: times: 3 or [2, 4]; between: [lo,
+// hi]; after_match: a name or a mapping; a fallback value; a time).
+var customForms = []reflect.Type{
+	reflect.TypeFor[rules.TimesSpec](), reflect.TypeFor[rules.SkipSpec](), reflect.TypeFor[rules.Interval](),
+	reflect.TypeFor[rules.Value](), reflect.TypeFor[time.Time](),
+}
+
+// matchSchema compares a schema with a Go type (see TestOpenAPIGoTypes) and
+// returns every difference, each naming where it is.
+func matchSchema(at string, sc *openapi3.Schema, typ reflect.Type, tag string, extra []string) []error {
+	for typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	// A $ref with a description beside it is written allOf: [$ref].
+	for len(sc.AllOf) == 1 && len(sc.Properties) == 0 {
+		sc = sc.AllOf[0].Value
+	}
+	if slices.Contains(customForms, typ) {
+		return nil
+	}
+	var errs []error
+	switch typ.Kind() {
+	case reflect.Slice, reflect.Array:
+		if typ.Elem().Kind() == reflect.Uint8 { // json.RawMessage, []byte: any value
+			return nil
+		}
+		if sc.Items == nil {
+			return []error{fmt.Errorf("%s: a list in Go (%s), no items in the schema", at, typ)}
+		}
+		return matchSchema(at+"[]", sc.Items.Value, typ.Elem(), tag, nil)
+	case reflect.Map:
+		if sc.AdditionalProperties.Schema == nil {
+			return []error{fmt.Errorf("%s: a map in Go (%s), no additionalProperties schema", at, typ)}
+		}
+		return matchSchema(at+"{}", sc.AdditionalProperties.Schema.Value, typ.Elem(), tag, nil)
+	case reflect.Struct:
+	default:
+		return nil
+	}
+	fields := structFields(typ, tag)
+	var want []string
+	for _, f := range fields {
+		want = append(want, f.name)
+	}
+	want = append(want, extra...)
+	slices.Sort(want)
+	got := slices.Sorted(maps.Keys(sc.Properties))
+	if !slices.Equal(got, want) {
+		errs = append(errs, fmt.Errorf("%s: properties %v, the Go type %s has %v", at, got, typ, want))
+	}
+	if sc.AdditionalProperties.Has == nil || *sc.AdditionalProperties.Has {
+		errs = append(errs, fmt.Errorf("%s: not closed (additionalProperties: false), as %s is", at, typ))
+	}
+	for _, f := range fields {
+		if tag == "json" && !f.omitempty && !slices.Contains(sc.Required, f.name) {
+			errs = append(errs, fmt.Errorf("%s: %s is always written (%s), the schema does not require it", at, f.name, typ))
+		}
+		if p := sc.Properties[f.name]; p != nil && p.Value != nil {
+			errs = append(errs, matchSchema(at+"."+f.name, p.Value, f.typ, tag, nil)...)
+		}
+	}
+	return errs
+}
+
+type goField struct {
+	name      string
+	omitempty bool
+	typ       reflect.Type
+}
+
+// structFields lists the fields encoding/json (or the rules decoder, by
+// their yaml tags) reads and writes of a struct type: embedded structs
+// flattened, a shallower field hiding a deeper one of the same name.
+func structFields(typ reflect.Type, tag string) []goField {
+	var out []goField
+	depth := map[string]int{}
+	var walk func(t reflect.Type, d int)
+	walk = func(t reflect.Type, d int) {
+		for i := range t.NumField() {
+			sf := t.Field(i)
+			tv := sf.Tag.Get(tag)
+			if tv == "-" {
+				continue
+			}
+			name, opts, _ := strings.Cut(tv, ",")
+			if sf.Anonymous && name == "" {
+				et := sf.Type
+				if et.Kind() == reflect.Pointer {
+					et = et.Elem()
+				}
+				if et.Kind() == reflect.Struct {
+					walk(et, d+1)
+					continue
+				}
+			}
+			if !sf.IsExported() {
+				continue
+			}
+			if name == "" {
+				name = sf.Name
+			}
+			if old, ok := depth[name]; ok {
+				if old <= d {
+					continue
+				}
+				out = slices.DeleteFunc(out, func(f goField) bool { return f.name == name })
+			}
+			depth[name] = d
+			out = append(out, goField{name: name, omitempty: strings.Contains(opts, "omitempty"), typ: sf.Type})
+		}
+	}
+	walk(typ, 0)
+	return out
+}
+
+// TestOpenAPIEngineRecords: the records the engine writes field by field,
+// which no Go type describes, match their schemas as the engine writes
+// them: decisions with matched, shadow and failed rules; an entity view
+// with history, windows, partial matches and recent decisions; a backtest
+// report with samples.
+func TestOpenAPIEngineRecords(t *testing.T) {
+	s := mustOpenAPI(t)
+	const current = `
+streams:
+  tx: {key: user_id, time: ts, id: tx_id, decide: true}
+windows:
+  spend: {stream: tx, tumbling: 1h, aggregate: {n: count(), total: sum(amount), top: max(amount)}}
+patterns:
+  pair: {stream: tx, steps: [{name: a, where: amount > 100}, {name: b, where: amount > 100}]}
+rules:
+  big: {stream: tx, action: review, score: 20, when: 'amount >= 100', reason: '"amount " + string(amount)'}
+  huge: {stream: tx, action: block, score: 70, when: 'amount >= 1000'}
+  busy: {stream: tx, action: block, score: 50, mode: shadow, when: 'len(history("tx", "1m")) >= 2', reason: '"busy"'}
+  broken: {stream: tx, action: block, score: 5, when: 'note > 1'}
+`
+	events := []string{
+		`{"tx_id":"a","user_id":"u1","amount":5,"ts":1000}`,
+		`{"tx_id":"b","user_id":"u1","amount":150,"ts":2000,"note":"x"}`,
+		`{"tx_id":"c","user_id":"u1","amount":2000,"ts":3000}`,
+	}
+	rs, err := rules.Load([]byte(current))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decisions []string
+	task, err := engine.NewTask(rs, func(o engine.Output) {
+		if o.Kind == engine.KindDecision {
+			decisions = append(decisions, string(o.Value))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var input strings.Builder
+	for i, ev := range events {
+		task.Process(&engine.Record{Stream: 0, Value: ev, Offset: int64(i)})
+		fmt.Fprintf(&input, `{"stream":"tx","value":%s}`+"\n", ev)
+	}
+	all := strings.Join(decisions, "\n")
+	for _, shape := range []string{`"rules":[{`, `"shadow":[{`, `"errors":[{`, `"action":"block"`} {
+		if !strings.Contains(all, shape) {
+			t.Fatalf("no decision with %s: the test no longer covers it:\n%s", shape, all)
+		}
+	}
+	for _, d := range decisions {
+		if err := s.validateJSON("DecisionRecord", []byte(d)); err != nil {
+			t.Errorf("decision %s:\n%v", d, err)
+		}
+	}
+
+	v := task.Entity("u1", engine.EntityQuery{})
+	e, err := json.Marshal(Entity{Key: v.Key, History: v.History, Windows: v.Windows, Partials: v.Partials,
+		Decisions: v.Decisions, Watermark: v.Watermark, LagMillis: 12, Task: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.History["tx"]) == 0 || len(v.Windows) == 0 || v.Partials["pair"] == 0 || len(v.Decisions) == 0 {
+		t.Fatalf("the entity view lacks a part the test means to cover: %s", e)
+	}
+	if err := s.validateJSON("Entity", e); err != nil {
+		t.Errorf("entity %s:\n%v", e, err)
+	}
+
+	cand, err := rules.Load([]byte(strings.Replace(current, "amount >= 1000", "amount >= 10", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := engine.Backtest(t.Context(), rs, cand, []byte(input.String()), 10, engine.ReplayConfig{Decoders: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, err := json.Marshal(BacktestReport{Events: r.Events, Decisions: r.Decisions, Hits: r.Hits, NewHits: r.NewHits,
+		Changed: r.Changed, ChangedByAction: r.ChangedByAction, Samples: r.Samples})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Samples) == 0 || r.Changed == 0 {
+		t.Fatalf("the backtest changed nothing: %s", report)
+	}
+	if err := s.validateJSON("BacktestReport", report); err != nil {
+		t.Errorf("backtest report %s:\n%v", report, err)
+	}
+}
+
+// TestRedoclyLint lints openapi.json with Redocly CLI's recommended rules
+// (redocly.yaml at the repository root says which two it turns off, and
+// why): no error, no warning. It runs only with VIGIL_REDOCLY=1, since it
+// needs npx and, the first time, fetches @redocly/cli from npm; the version
+// is pinned so that a new release's rules change nothing unannounced.
+func TestRedoclyLint(t *testing.T) {
+	if os.Getenv("VIGIL_REDOCLY") != "1" {
+		t.Skip("set VIGIL_REDOCLY=1 to lint openapi.json with Redocly CLI (npx)")
+	}
+	npx, err := exec.LookPath("npx")
+	if err != nil {
+		t.Fatalf("VIGIL_REDOCLY=1, but npx is not installed (Node.js): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npx, "--yes", "@redocly/cli@2.77.0", "lint", "--format=json", "api/openapi.json")
+	cmd.Dir = ".." // the repository root, where redocly.yaml is
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var res struct {
+		Totals   struct{ Errors, Warnings int } `json:"totals"`
+		Problems []struct {
+			RuleID   string `json:"ruleId"`
+			Severity string `json:"severity"`
+			Message  string `json:"message"`
+			Location []struct {
+				Pointer string `json:"pointer"`
+			} `json:"location"`
+		} `json:"problems"`
+	}
+	if jerr := json.Unmarshal(out, &res); jerr != nil {
+		t.Fatalf("redocly lint: %v (%v)\n%s\n%s", err, jerr, out, stderr.Bytes())
+	}
+	for _, p := range res.Problems {
+		where := ""
+		if len(p.Location) > 0 {
+			where = p.Location[0].Pointer
+		}
+		t.Errorf("%s %s at %s: %s", p.Severity, p.RuleID, where, p.Message)
+	}
+	if err != nil || res.Totals.Errors+res.Totals.Warnings > 0 {
+		t.Errorf("redocly lint: %v; %d errors, %d warnings", err, res.Totals.Errors, res.Totals.Warnings)
 	}
 }

@@ -23,7 +23,7 @@ var awkwardNames = []string{"pct%41", "a/b", "a%2Fb", "with space", "üser 名�
 func TestPathParamsDecodedOnce(t *testing.T) {
 	f := newFixture(t)
 	f.publish(baseDoc)
-	srv := httptest.NewServer(f.h)
+	srv := httptest.NewServer(f.srv)
 	defer srv.Close()
 	do := func(method, path, body string, hdr ...string) (int, string, http.Header) {
 		t.Helper()

@@ -59,7 +59,7 @@ func TestRequestID(t *testing.T) {
 		hr := httptest.NewRequest("GET", "/healthz", nil)
 		hr.Header["X-Request-Id"] = []string{bad}
 		rec := httptest.NewRecorder()
-		f.h.ServeHTTP(rec, hr)
+		f.srv.ServeHTTP(rec, hr)
 		got := rec.Header().Get("X-Request-ID")
 		if got == bad || !validRequestID(got) || len(got) < 16 {
 			t.Errorf("X-Request-ID %q for %q: want a generated id", got, bad)
@@ -233,7 +233,7 @@ func TestBodyLimits(t *testing.T) {
 	hr.ContentLength = -1
 	hr.Header.Set("Authorization", "Bearer "+tokAdmin)
 	rec := httptest.NewRecorder()
-	f.h.ServeHTTP(rec, hr)
+	f.srv.ServeHTTP(rec, hr)
 	mustProblem(t, rec, http.StatusRequestEntityTooLarge, probTooLarge)
 
 	mustProblem(t, f.do(req{method: "POST", path: "/v1/decisions", body: " \n "}), http.StatusBadRequest, probBadRequest)

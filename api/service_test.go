@@ -62,7 +62,7 @@ func realServiceBroker(t *testing.T) (*httptest.Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(openAPIChecked(t, h))
 	t.Cleanup(srv.Close)
 	for i := 0; svc.Ready() != nil; i++ {
 		if i == 300 {
