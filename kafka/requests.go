@@ -103,9 +103,9 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (r
 	}
 	part := partitionOf(rec.Key, s.counts[st.Topic])
 	rec.Partition = part
-	t := s.task(part)
-	if t == nil {
-		return nil, ErrNotOwner
+	t, err := s.local(ctx, part)
+	if err != nil {
+		return nil, err
 	}
 	type answer struct {
 		res *DecideResult
@@ -265,9 +265,9 @@ func (s *Service) Entity(ctx context.Context, key string, q engine.EntityQuery) 
 	rs := s.Ruleset()
 	inputs := InputTopics(rs)
 	part := partitionOf(key, s.counts[inputs[0]])
-	t := s.task(part)
-	if t == nil {
-		return nil, ErrNotOwner
+	t, err := s.local(ctx, part)
+	if err != nil {
+		return nil, err
 	}
 	got := make(chan *engine.EntityView, 1)
 	select {

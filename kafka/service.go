@@ -43,6 +43,8 @@ type Config struct {
 	APIQueue           int           // decision API requests queued per task before 429
 	ShutdownTimeout    time.Duration // bound on the final drain and checkpoint
 	RuleTimeLimit      time.Duration // a rule evaluation running longer is stopped and its rule quarantined (guard.go)
+	AdvertiseHTTP      string        // the address peers reach this instance's API at (routing.go); "": none
+	RouteWait          time.Duration // how long a request waits for its partition's owner during a rebalance
 	Logger             *slog.Logger
 	Metrics            *telemetry.Metrics   // nil: no metrics
 	Lookups            engine.LookupFactory // the lookups of the ruleset's enrichments (Redis, HTTP)
@@ -67,6 +69,7 @@ var DefaultConfig = Config{
 	APIQueue:           1024,
 	ShutdownTimeout:    30 * time.Second,
 	RuleTimeLimit:      time.Second,
+	RouteWait:          DefaultRouteWait,
 }
 
 func (c *Config) fillDefaults() {
@@ -120,6 +123,9 @@ func (c *Config) fillDefaults() {
 	if c.MaxRecordBytes <= 0 {
 		c.MaxRecordBytes = d.MaxRecordBytes
 	}
+	if c.RouteWait <= 0 {
+		c.RouteWait = d.RouteWait
+	}
 	if c.RuleTimeLimit <= 0 {
 		c.RuleTimeLimit = d.RuleTimeLimit
 	}
@@ -141,6 +147,7 @@ func (c *Config) fillDefaults() {
 type Service struct {
 	cfg    Config
 	kopts  []kgo.Opt // the connection options of every client (cfg.Kafka.Opts)
+	owners *ownerMap // which instance owns each partition (routing.go)
 	counts map[string]int32
 	cl     *kgo.Client
 	adm    *kadm.Client
@@ -186,7 +193,7 @@ func New(ctx context.Context, cfg Config, seed []byte, seedExplicit bool) (*Serv
 	if err := kconf.Ping(ctx, cfg.Kafka); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, kopts: kopts, log: cfg.Logger, tasks: make(map[int32]*task), ids: engine.NewIDIndex(),
+	s := &Service{cfg: cfg, kopts: kopts, owners: newOwnerMap(), log: cfg.Logger, tasks: make(map[int32]*task), ids: engine.NewIDIndex(),
 		lag: make(map[topicPartition]int64), extractors: make(chan *pooledExtractor, 64)}
 	s.quarantines.pending, s.quarantines.signal = map[string]bool{}, make(chan struct{}, 1)
 	// Topics are created and then looked up at once: a short metadata age
@@ -330,7 +337,8 @@ func (s *Service) Run(ctx context.Context) error {
 		kgo.ConsumeTopics(inputs...),
 		// Range assigns partition p of every topic to the same member when
 		// the topics have equal partition counts: co-partitions stay together.
-		kgo.Balancers(kgo.RangeBalancer()),
+		// It also advertises this instance's API address (routing.go).
+		kgo.Balancers(newAdvertisingBalancer(kgo.RangeBalancer(), s.cfg.AdvertiseHTTP)),
 		kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.AdjustFetchOffsetsFn(s.assign),
@@ -355,6 +363,9 @@ func (s *Service) Run(ctx context.Context) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() { defer close(watched); s.watchRules(watchCtx) }()
+	owned := make(chan struct{})
+	go func() { defer close(owned); s.watchOwners(watchCtx) }()
+	defer func() { <-owned }()
 	// The watchdog outlives the poll loop: it must stop a slow rule during
 	// the final drain too, so that a shutdown ends in time.
 	guardCtx, stopGuard := context.WithCancel(context.Background())
@@ -497,6 +508,7 @@ func (s *Service) partitionsOf(p int32) map[string][]int32 {
 // matches).
 func (s *Service) assign(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	defer s.joined.Store(true)
+	defer s.owners.poke()
 	var parts []int32
 	for _, ps := range offsets {
 		for p := range ps {
@@ -539,6 +551,7 @@ func (s *Service) assign(ctx context.Context, offsets map[string]map[int32]kgo.O
 // revoke stops the tasks of revoked (or lost) partitions: each finishes the
 // batch in hand, checkpoints and commits before the partitions go.
 func (s *Service) revoke(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	defer s.owners.poke()
 	parts := make(map[int32]bool)
 	for _, ps := range lost {
 		for _, p := range ps {

@@ -39,6 +39,9 @@
 //	vigil_decisions_total                  counter    action: allow review block
 //	vigil_http_requests_total              counter    route, status
 //	vigil_http_request_duration_seconds    histogram  route
+//	vigil_forwarded_requests_total         counter    route, outcome: ok unavailable
+//	vigil_forward_duration_seconds         histogram  route
+//	vigil_ownership_changes_total          counter    -
 //
 // Histograms expose NAME_bucket{le}, NAME_sum and NAME_count. Latency
 // buckets run from 0.1 ms to 1 s on a 1-2-5 scale (edges at the 2 ms and

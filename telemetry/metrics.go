@@ -39,6 +39,9 @@ const (
 	NameDecisions          = "vigil_decisions_total"
 	NameHTTPRequests       = "vigil_http_requests_total"
 	NameHTTPDuration       = "vigil_http_request_duration_seconds"
+	NameForwarded          = "vigil_forwarded_requests_total"
+	NameForwardDuration    = "vigil_forward_duration_seconds"
+	NameOwnershipChanges   = "vigil_ownership_changes_total"
 )
 
 // MetricNames lists every Vigil metric family name exactly as it appears in
@@ -55,6 +58,7 @@ var MetricNames = []string{
 	NameRuleHits, NameRuleErrors, NameRulesQuarantined,
 	NameDecisions,
 	NameHTTPRequests, NameHTTPDuration,
+	NameForwarded, NameForwardDuration, NameOwnershipChanges,
 }
 
 // MetricLabels returns, for every name of MetricNames, its label names in
@@ -84,6 +88,9 @@ func MetricLabels() map[string][]string {
 		NameDecisions:          {"action"},
 		NameHTTPRequests:       {"route", "status"},
 		NameHTTPDuration:       {"route"},
+		NameForwarded:          {"outcome", "route"},
+		NameForwardDuration:    {"route"},
+		NameOwnershipChanges:   {},
 	}
 }
 
@@ -130,11 +137,14 @@ type Metrics struct {
 	rulesQuarantined   counter[string] // rule
 	decisions          counter[string] // action
 	httpRequests       counter[routeStatus]
+	forwarded          counter[pair] // route, outcome
+	ownershipChanges   counter[noLabels]
 
 	checkpointDuration metric.Float64Histogram
 	checkpointBytes    metric.Int64Histogram
 	decisionLatency    metric.Float64Histogram
 	httpDuration       metric.Float64Histogram
+	forwardDuration    metric.Float64Histogram
 	byNone             *labelCache[noLabels]
 	bySource           *labelCache[string] // source
 	byRoute            *labelCache[string] // route
@@ -206,6 +216,11 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		return []attribute.KeyValue{attribute.String("route", k.route), attribute.String("status", strconv.Itoa(k.status))}
 	}, "route", "status"),
 		b.counter(NameHTTPRequests, "{request}", "HTTP requests served, by route pattern and status code."), nil}
+	m.forwarded = counter[pair]{pairCache("route", "outcome"),
+		b.counter(NameForwarded, "{request}", "API requests forwarded to the instance that owns their key, by route pattern and outcome: ok (the owner answered), unavailable (it could not be reached)."), nil}
+	m.ownershipChanges = counter[noLabels]{unlabelled(),
+		b.counter(NameOwnershipChanges, "{partition}", "Partitions seen to change owner in the consumer group."), nil}
+	m.forwardDuration = b.histogram(NameForwardDuration, "s", "Time to forward an API request to its key's owner and read its answer, by route pattern.", latencyBuckets)
 
 	m.checkpointDuration = b.histogram(NameCheckpointDuration, "s", "Time to write a checkpoint, sinks flushed included.", checkpointBuckets)
 	m.checkpointBytes = b.intHistogram(NameCheckpointBytes, "By", "Size of a written checkpoint.", sizeBuckets)
@@ -229,7 +244,7 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 
 	counters := []observable{&m.recordsIn, &m.recordsOut, &m.dlq, &m.checkpointFailures, &m.backpressure,
 		&m.asyncInflight, &m.asyncTimeouts, &m.asyncFallbacks, &m.partialMatches, &m.partialsDropped,
-		&m.ruleHits, &m.ruleErrors, &m.rulesQuarantined, &m.decisions, &m.httpRequests}
+		&m.ruleHits, &m.ruleErrors, &m.rulesQuarantined, &m.decisions, &m.httpRequests, &m.forwarded, &m.ownershipChanges}
 	if _, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for _, c := range counters {
 			c.observe(o)
@@ -462,6 +477,25 @@ func (m *Metrics) HTTPRequest(route string, status int, d time.Duration) {
 	}
 	m.httpRequests.add(routeStatus{route, status}, 1)
 	m.httpDuration.Record(context.Background(), d.Seconds(), m.byRoute.get(route).rec...)
+}
+
+// Forwarded counts one API request forwarded to its key's owner: outcome
+// "ok" when the owner answered (whatever its status), "unavailable" when it
+// could not be reached in time; d is the round trip.
+func (m *Metrics) Forwarded(route, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.forwarded.add(pair{route, outcome}, 1)
+	m.forwardDuration.Record(context.Background(), d.Seconds(), m.byRoute.get(route).rec...)
+}
+
+// OwnershipChanges counts n partitions seen to change owner in the group.
+func (m *Metrics) OwnershipChanges(n int) {
+	if m == nil {
+		return
+	}
+	m.ownershipChanges.add(noLabels{}, int64(n))
 }
 
 // NoWatermark is the watermark of a task that has seen no event yet (the

@@ -101,6 +101,8 @@ func recordAll(t *testing.T, tel *Telemetry) {
 	m.RuleError("many_ips")
 	m.RuleQuarantined("slow")
 	m.Decision("block")
+	m.Forwarded("POST /v1/decisions", "ok", 2*time.Millisecond)
+	m.OwnershipChanges(2)
 	unTasks, err := m.ObserveTasks(func(observe func(task int32, wm, lag int64)) {
 		observe(3, 1_700_000_000_000, 250)
 		observe(4, NoWatermark, 0) // no event yet: not reported
@@ -163,6 +165,7 @@ func TestMetricsScrape(t *testing.T) {
 		NamePartialMatches:     dto.MetricType_GAUGE,
 		NameCheckpointDuration: dto.MetricType_HISTOGRAM, NameCheckpointBytes: dto.MetricType_HISTOGRAM,
 		NameDecisionLatency: dto.MetricType_HISTOGRAM, NameHTTPDuration: dto.MetricType_HISTOGRAM,
+		NameForwardDuration: dto.MetricType_HISTOGRAM,
 	}
 	labels := MetricLabels()
 	for _, name := range MetricNames {
@@ -218,6 +221,9 @@ func TestMetricsScrape(t *testing.T) {
 		NameDecisions:          {{"action=block", 1}},
 		NameHTTPRequests:       {{"route=GET /v1/entities/{key},status=404", 1}},
 		NameHTTPDuration:       {{"route=GET /v1/entities/{key}", 1}},
+		NameForwarded:          {{"outcome=ok,route=POST /v1/decisions", 1}},
+		NameForwardDuration:    {{"route=POST /v1/decisions", 1}},
+		NameOwnershipChanges:   {{"", 2}},
 	}
 	if len(wantSamples) != len(MetricNames) {
 		t.Errorf("the test checks %d families, MetricNames has %d", len(wantSamples), len(MetricNames))
