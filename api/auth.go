@@ -45,7 +45,8 @@ func (r Role) Valid() bool {
 type permission string
 
 const (
-	permOpen          permission = "open" // no token needed
+	permOpen          permission = "open"          // no token needed
+	permIdentity      permission = "identity:read" // every key: who am I (GET /v1/me)
 	permRulesRead     permission = "rules:read"
 	permRulesWrite    permission = "rules:write"
 	permRulesTest     permission = "rules:test" // validate, backtest
@@ -56,9 +57,17 @@ const (
 	permMetricsRead   permission = "metrics:read"
 )
 
+// permissions lists every permission but permOpen, in the order of the
+// roles matrix (GET /v1/me lists a key's).
+var permissions = []permission{permIdentity, permRulesRead, permRulesWrite, permRulesTest, permAuditRead,
+	permEntitiesRead, permDecisionsRead, permDecide, permMetricsRead}
+
 // grants is the roles matrix. Admin is handled apart: it has every
 // permission, including ones added later.
 func (r Role) grants(p permission) bool {
+	if p == permIdentity {
+		return r.Valid()
+	}
 	switch r {
 	case RoleAdmin:
 		return true

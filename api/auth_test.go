@@ -72,16 +72,15 @@ func TestRolesMatrix(t *testing.T) {
 
 // TestRoleGrants pins the matrix of the package documentation.
 func TestRoleGrants(t *testing.T) {
-	perms := []permission{permRulesRead, permRulesWrite, permRulesTest, permAuditRead, permEntitiesRead, permDecisionsRead, permDecide, permMetricsRead}
 	want := map[Role]string{
-		RoleAdmin:   "rules:read rules:write rules:test audit:read entities:read decisions:read decisions:write metrics:read",
-		RoleAnalyst: "rules:read rules:write rules:test audit:read entities:read decisions:read metrics:read",
-		RoleDecider: "decisions:read decisions:write",
-		RoleReader:  "rules:read audit:read entities:read decisions:read metrics:read",
+		RoleAdmin:   "identity:read rules:read rules:write rules:test audit:read entities:read decisions:read decisions:write metrics:read",
+		RoleAnalyst: "identity:read rules:read rules:write rules:test audit:read entities:read decisions:read metrics:read",
+		RoleDecider: "identity:read decisions:read decisions:write",
+		RoleReader:  "identity:read rules:read audit:read entities:read decisions:read metrics:read",
 	}
 	for role, w := range want {
 		var got []string
-		for _, p := range perms {
+		for _, p := range permissions {
 			if role.grants(p) {
 				got = append(got, string(p))
 			}
@@ -90,7 +89,7 @@ func TestRoleGrants(t *testing.T) {
 			t.Errorf("%s (-want +got):\n%s", role, diff)
 		}
 	}
-	if Role("root").grants(permRulesRead) || Role("root").Valid() {
+	if Role("root").grants(permRulesRead) || Role("root").grants(permIdentity) || Role("root").Valid() {
 		t.Error("an unknown role grants something")
 	}
 }

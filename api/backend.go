@@ -38,6 +38,10 @@ type Backend interface {
 	Decide(ctx context.Context, stream string, body []byte) (d *Decision, replay bool, err error)
 	// Decision returns a decision by id, or ErrNotFound.
 	Decision(ctx context.Context, id string) (*Decision, error)
+	// RecentDecisions returns the newest decision records that q selects,
+	// newest first, and how many records it looked through; ErrUnavailable
+	// when the backend cannot list decisions.
+	RecentDecisions(ctx context.Context, q DecisionQuery) (recs []json.RawMessage, scanned int, err error)
 	// Entity returns what the service holds about a key.
 	Entity(ctx context.Context, key string, q EntityQuery) (*Entity, error)
 	// Backtest runs a candidate ruleset next to the current one over events
@@ -56,6 +60,7 @@ var (
 	ErrSaturated       = errors.New("saturated")
 	ErrNotOwner        = errors.New("another instance owns this key")
 	ErrBadEvent        = errors.New("the event cannot be decided") // no key, time or id; not a deciding stream
+	ErrUnavailable     = errors.New("unavailable")                 // the backend cannot serve this now (503)
 )
 
 // TooLargeError is what Publish returns when a document cannot be stored:
@@ -89,6 +94,13 @@ type Version struct {
 type Decision struct {
 	Record   json.RawMessage           `json:"decision"`
 	Features map[string]map[string]any `json:"features,omitempty"` // rule -> feature -> value
+}
+
+// DecisionQuery selects recent decisions (GET /v1/decisions).
+type DecisionQuery struct {
+	Limit  int    // at most this many, newest first
+	Action string // only decisions with this action; "" = any
+	Rule   string // only decisions this rule matched, active or shadow; "" = any
 }
 
 // EntityQuery bounds an entity view.
@@ -159,6 +171,10 @@ type BacktestReport struct {
 	Changed         int64             `json:"changed"`           // decisions whose action differs from the current ruleset's
 	ChangedByAction map[string]int64  `json:"changed_by_action"` // "allow->block" -> count
 	Samples         []json.RawMessage `json:"samples"`           // candidate decisions that changed, up to the limit
+	// Before holds, by id, the current ruleset's decision of each sample
+	// when the request asked for it ("before": true); the Handler fills it
+	// in (backtestBefore), a Backend leaves it nil.
+	Before map[string]json.RawMessage `json:"before,omitempty"`
 }
 
 // orEmpty returns m, or an empty map for nil: JSON {} rather than null.

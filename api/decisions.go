@@ -107,6 +107,7 @@ func (h *Handler) postDecision(w http.ResponseWriter, r *http.Request) {
 	if replay {
 		w.Header().Set("Idempotent-Replay", "true")
 	}
+	h.remember(d)
 	writeJSON(w, http.StatusOK, d)
 }
 
@@ -121,6 +122,13 @@ func (h *Handler) getDecision(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.backendError(w, r, fmt.Sprintf("decision %q", id), err)
 		return
+	}
+	if d.Features == nil {
+		if f := h.explained.get(id); f != nil {
+			withFeatures := *d
+			withFeatures.Features = f
+			d = &withFeatures
+		}
 	}
 	writeJSON(w, http.StatusOK, d)
 }

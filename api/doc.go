@@ -10,6 +10,8 @@
 //	GET    /readyz                       open      Backend.Ready: 200 or 503
 //	GET    /openapi.json                 open      this API, OpenAPI 3.0
 //	GET    /metrics                      open*     Options.Metrics (*MetricsAuth: metrics:read)
+//	GET    /console/…                    open      Options.Console: the analyst console (pages only; not in openapi.json)
+//	GET    /v1/me                        identity:read   the caller's key name, role and permissions
 //	GET    /v1/ruleset                   rules:read      current document + version (ETag)
 //	PUT    /v1/ruleset                   rules:write     publish a whole document (YAML or JSON)
 //	GET    /v1/ruleset/versions          rules:read      versions, newest first, paged
@@ -24,6 +26,7 @@
 //	POST   /v1/rules:validate            rules:test      a document, or one item ({"rule": …}) in the live one: every error positioned
 //	POST   /v1/rules:backtest            rules:test      candidate ruleset or item over events
 //	GET    /v1/audit                     audit:read      versions with item-level changes, newest first
+//	GET    /v1/decisions                 decisions:read  the newest decisions (decisions topic), ?action= ?rule= ?limit=
 //	POST   /v1/decisions?stream=         decisions:write decide one event
 //	GET    /v1/decisions/{id}            decisions:read  a recorded decision
 //	GET    /v1/entities/{key}            entities:read   what the service holds about a key
@@ -37,6 +40,7 @@
 // # Roles
 //
 //	permission        admin analyst decider reader
+//	identity:read       x      x       x      x       GET /v1/me
 //	rules:read          x      x              x
 //	rules:write         x      x
 //	rules:test          x      x                      validate, backtest
@@ -147,7 +151,17 @@
 // may be left out when exactly one stream decides). 200 with the Decision,
 // with Idempotent-Replay: true when the id was already decided; 409 for the
 // same id with another body; 429 (ErrSaturated) and 503 (ErrNotOwner) with
-// Retry-After.
+// Retry-After. GET /v1/decisions/{id} adds the features the POST answered
+// with when the Backend returns the record alone (the service's lookup
+// does): the Handler remembers them for the last explainedSize ids it
+// answered. GET /v1/decisions lists the newest decisions of every instance
+// (Backend.RecentDecisions: the service reads the newest records of the
+// decisions topic at each call), for a live view that polls.
+//
+// POST /v1/rules:backtest with "before": true also returns, by sample id,
+// the current ruleset's decision of the same event: a second backtest whose
+// candidate is the current document plus a shadow rule matching every event
+// (backtestBefore).
 //
 // # Observability hooks
 //
@@ -160,8 +174,9 @@
 // # Concurrency
 //
 // A Handler is safe for concurrent use and starts no goroutines. Its only
-// mutable state are two caches of immutable per-version data: the deciding
+// mutable state are caches: two of immutable per-version data, the deciding
 // streams of the latest version (an atomic pointer) and the item indexes of
 // recent versions (versionCache, one mutex, never held across a Backend
-// call or a parse).
+// call or a parse), and the features of recent decisions (explainedCache,
+// one mutex held for a map operation).
 package api

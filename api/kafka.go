@@ -6,11 +6,18 @@ import (
 
 	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/kafka"
+	"github.com/vigil-cep/vigil/kafka/kconf"
 )
 
 // ServiceBackend serves the API from the running Kafka service.
 type ServiceBackend struct {
 	S *kafka.Service
+	// Kafka is how RecentDecisions reaches the cluster (the service's own
+	// kafka.Config.Kafka), and DecisionsTopic the topic it reads (default
+	// kafka.DefaultTopics.Decisions). Without Kafka, GET /v1/decisions is
+	// 503.
+	Kafka          kconf.Config
+	DecisionsTopic string
 }
 
 var _ Backend = ServiceBackend{}

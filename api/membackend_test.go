@@ -20,6 +20,8 @@ type memBackend struct {
 		sync.Mutex
 		versions     []*Version
 		decisions    map[string]memDecision
+		order        []string // decision ids, oldest first
+		recentErr    error    // RecentDecisions fails with it
 		ready        error
 		conflictOnce bool // the next Publish reports ErrVersionConflict
 		backtest     struct {
@@ -125,7 +127,11 @@ func (b *memBackend) Decide(ctx context.Context, stream string, body []byte) (*D
 		return old.d, true, nil
 	}
 	d := &Decision{Record: memRecord(id, stream, ev)}
+	if amount, _ := ev["amount"].(float64); amount > 100 {
+		d.Features = map[string]map[string]any{"big": {"amount": amount}}
+	}
 	b.mu.decisions[id] = memDecision{body: canon, d: d}
+	b.mu.order = append(b.mu.order, id)
 	return d, false, nil
 }
 
@@ -160,13 +166,30 @@ func memRecord(id, stream string, ev map[string]any) json.RawMessage {
 	return b
 }
 
+// Decision returns the record alone, as the service's does: the features
+// come from the Handler's memory of what it answered.
 func (b *memBackend) Decision(ctx context.Context, id string) (*Decision, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if d, ok := b.mu.decisions[id]; ok {
-		return d.d, nil
+		return &Decision{Record: d.d.Record}, nil
 	}
 	return nil, ErrNotFound
+}
+
+func (b *memBackend) RecentDecisions(ctx context.Context, q DecisionQuery) ([]json.RawMessage, int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.recentErr != nil {
+		return nil, 0, b.mu.recentErr
+	}
+	var out []json.RawMessage
+	for i := len(b.mu.order) - 1; i >= 0 && len(out) < q.Limit; i-- {
+		if rec := b.mu.decisions[b.mu.order[i]].d.Record; matchesQuery(rec, q) {
+			out = append(out, rec)
+		}
+	}
+	return out, len(b.mu.order), nil
 }
 
 func (b *memBackend) Entity(ctx context.Context, key string, q EntityQuery) (*Entity, error) {

@@ -151,6 +151,8 @@ func (h *Handler) backendError(w http.ResponseWriter, r *http.Request, what stri
 	case errors.Is(err, ErrNotOwner):
 		w.Header().Set("Retry-After", h.retryAfter)
 		h.problem(w, r, http.StatusServiceUnavailable, probNotOwner, "another instance owns this key's partition; retry (through the load balancer) after "+h.retryAfter+"s")
+	case errors.Is(err, ErrUnavailable):
+		h.problem(w, r, http.StatusServiceUnavailable, probUnavailable, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		h.problem(w, r, http.StatusServiceUnavailable, probUnavailable, what+": timed out")
 	case r.Context().Err() != nil:

@@ -119,6 +119,7 @@ func (h *Handler) backtest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit := defaultBacktestSamples
+	var before bool
 	var events []byte
 	var candidate []byte
 	var itemKind *rulesdoc.Kind
@@ -129,6 +130,11 @@ func (h *Handler) backtest(w http.ResponseWriter, r *http.Request) {
 		case "limit":
 			if err := json.Unmarshal(raw, &limit); err != nil || limit < 0 || limit > maxBacktestSamples {
 				h.problem(w, r, http.StatusBadRequest, probBadRequest, fmt.Sprintf("limit must be an integer in [0, %d]", maxBacktestSamples))
+				return
+			}
+		case "before":
+			if err := json.Unmarshal(raw, &before); err != nil {
+				h.problem(w, r, http.StatusBadRequest, probBadRequest, "before must be true or false")
 				return
 			}
 		case "events":
@@ -201,11 +207,20 @@ func (h *Handler) backtest(w http.ResponseWriter, r *http.Request) {
 	if rep.Samples == nil {
 		rep.Samples = []json.RawMessage{}
 	}
+	if before {
+		rep.Before = map[string]json.RawMessage{}
+		if len(rep.Samples) > 0 {
+			if rep.Before, err = h.backtestBefore(ctx, events, rep.Samples); err != nil {
+				h.backendError(w, r, "backtest (the current ruleset's decisions)", err)
+				return
+			}
+		}
+	}
 	writeJSON(w, http.StatusOK, &rep)
 }
 
 func (h *Handler) backtestFields() []string {
-	fs := []string{"ruleset", "events", "limit"}
+	fs := []string{"ruleset", "events", "limit", "before"}
 	for _, k := range h.kinds {
 		fs = append(fs, k.Singular)
 	}

@@ -642,7 +642,7 @@ func TestBacktest(t *testing.T) {
 		{`{}`, `name a candidate: {"ruleset": …} or {"rule": {"name": …, …}}`},
 		{`{"ruleset": "streams: {}", "rule": {"name": "x"}}`, "name one candidate: a ruleset or one item, not both"},
 		{`{"rule": {"name": "x"}, "window": {"name": "y"}}`, "name one candidate item, or a whole ruleset"},
-		{`{"rules": {}}`, `unknown field "rules" (known: ruleset, events, limit, stream, window, rule, pattern, join, enrichment)`},
+		{`{"rules": {}}`, `unknown field "rules" (known: ruleset, events, limit, before, stream, window, rule, pattern, join, enrichment)`},
 		{`{"ruleset": 3}`, "ruleset must be a document object or a YAML string"},
 		{`{"ruleset": "x", "limit": 1001}`, "limit must be an integer in [0, 1000]"},
 		{`{"ruleset": "x", "events": 3}`, "events must be an NDJSON string or an array of replay records"},

@@ -69,6 +69,11 @@ type Options struct {
 	// usually expect on the service port; keep the port off the internet
 	// or set this.
 	MetricsAuth bool
+	// Console, when set, is served open at /console/ (and /console
+	// redirects there): the analyst console's pages and assets, which hold
+	// no data; the API calls they make carry the signed-in key. It is no
+	// part of the API: openapi.json does not list it.
+	Console http.Handler
 }
 
 // Validate checks o and reports every problem at once. Errors never quote
@@ -107,8 +112,9 @@ type Handler struct {
 	mux             *chi.Mux
 	routes          []route
 
-	deciding atomic.Pointer[decidingStreams] // of the latest version seen
-	index    versionCache
+	deciding  atomic.Pointer[decidingStreams] // of the latest version seen
+	index     versionCache
+	explained explainedCache // features of the decisions answered, for GET /v1/decisions/{id}
 }
 
 // New returns the API over b. It fails when opts is invalid (see
@@ -152,6 +158,12 @@ func New(b Backend, opts Options) (*Handler, error) {
 			handler = h.deadline(handler)
 		}
 		h.mux.With(h.authorize(rt.perm)).Method(rt.method, rt.pattern, handler)
+	}
+	if opts.Console != nil {
+		h.mux.Get("/console", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/console/", http.StatusMovedPermanently)
+		})
+		h.mux.Handle("/console/*", opts.Console)
 	}
 	return h, nil
 }
@@ -200,6 +212,9 @@ func (h *Handler) routeTable(opts Options) []route {
 		{http.MethodPost, "/v1/rules:backtest", permRulesTest, h.backtest},
 		{http.MethodGet, "/v1/audit", permAuditRead, h.audit},
 
+		{http.MethodGet, "/v1/me", permIdentity, h.me},
+
+		{http.MethodGet, "/v1/decisions", permDecisionsRead, h.listDecisions},
 		{http.MethodPost, "/v1/decisions", permDecide, h.postDecision},
 		{http.MethodGet, "/v1/decisions/{id}", permDecisionsRead, h.getDecision},
 		{http.MethodGet, "/v1/entities/{key}", permEntitiesRead, h.getEntity},

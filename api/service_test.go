@@ -55,7 +55,7 @@ func realServiceBroker(t *testing.T) (*httptest.Server, string) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	h, err := New(ServiceBackend{S: svc}, Options{Logger: log, Keys: []Key{
+	h, err := New(ServiceBackend{S: svc, Kafka: kconf.Config{Brokers: []string{b.Addr()}}}, Options{Logger: log, Keys: []Key{
 		{Name: "ops", Token: "admin-token-0123456789", Role: RoleAdmin},
 		{Name: "gw", Token: "decider-token-0123456789", Role: RoleDecider},
 	}})
