@@ -30,7 +30,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"replay":   {"run a ruleset over an NDJSON event file and print every output record", runReplay},
 		"validate": {"check a ruleset document and report every mistake with its position", runValidate},
-		"gen":      {"write a synthetic workload with planted fraud (NDJSON, replay format)", runGen},
+		"gen":      {"write a synthetic workload with planted fraud (NDJSON for replay), or produce it live to Kafka (--brokers)", runGen},
 		"version":  {"print the version", runVersion},
 		"serve":    {"run the rules over Kafka (an embedded broker unless --brokers is given)", runServe},
 		"broker":   {"run the embedded Kafka-protocol broker alone", runBroker},
