@@ -241,7 +241,16 @@ func (h *Handler) authorize(p permission) func(http.Handler) http.Handler {
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			key := anonymous
-			if !h.noAuth {
+			switch {
+			case forwarded(r) && !h.noAuth:
+				// A peer checked the caller's key and vouches for it.
+				k, err := h.peerKey(r)
+				if err != nil {
+					h.problem(w, r, http.StatusUnauthorized, probUnauthorized, "forwarded request refused: "+err.Error())
+					return
+				}
+				key = k
+			case !h.noAuth:
 				token, ok := bearerToken(r)
 				if !ok {
 					w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)

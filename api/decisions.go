@@ -100,6 +100,10 @@ func (h *Handler) postDecision(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, replay, err := h.b.Decide(r.Context(), stream, body)
+	if owner, ok := h.canForward(r, err); ok {
+		h.forward(w, r, owner, body)
+		return
+	}
 	if err != nil {
 		h.backendError(w, r, "decide", err)
 		return

@@ -29,6 +29,10 @@ func (h *Handler) getEntity(w http.ResponseWriter, r *http.Request) {
 	}
 	q := EntityQuery{Limit: int(limit), Before: before, Stream: r.URL.Query().Get("stream")}
 	e, err := h.b.Entity(r.Context(), key, q)
+	if owner, ok := h.canForward(r, err); ok {
+		h.forward(w, r, owner, nil)
+		return
+	}
 	if err != nil {
 		h.backendError(w, r, fmt.Sprintf("entity %q", key), err)
 		return

@@ -113,6 +113,9 @@ func (b ServiceBackend) Ready(context.Context) error { return b.S.Ready() }
 
 // mapError turns the service's errors into the API's.
 func mapError(err error) error {
+	if no, ok := errors.AsType[*kafka.NotOwnerError](err); ok {
+		return errors.Join(&NotOwnerError{Owner: no.Owner}, err)
+	}
 	for _, m := range []struct{ from, to error }{
 		{kafka.ErrNotFound, ErrNotFound}, {kafka.ErrIDConflict, ErrIDConflict}, {kafka.ErrSaturated, ErrSaturated},
 		{kafka.ErrPending, ErrSaturated}, {kafka.ErrNotOwner, ErrNotOwner}, {kafka.ErrBadEvent, ErrBadEvent},

@@ -139,8 +139,15 @@ func (s *openAPISpec) checkExchange(ctx context.Context, h *Handler, r *http.Req
 				if h.noAuth {
 					return nil
 				}
+				hdr := ai.RequestValidationInput.Request.Header
+				if ai.SecuritySchemeName == "peerSignature" {
+					if hdr.Get(hdrPeerSignature) == "" {
+						return errors.New("no peer signature")
+					}
+					return nil
+				}
 				// RFC 9110: the scheme is case-insensitive.
-				scheme, tok, _ := strings.Cut(ai.RequestValidationInput.Request.Header.Get("Authorization"), " ")
+				scheme, tok, _ := strings.Cut(hdr.Get("Authorization"), " ")
 				if ai.SecuritySchemeName != "bearerAuth" || !strings.EqualFold(scheme, "Bearer") || tok == "" {
 					return errors.New("no bearer token")
 				}

@@ -62,6 +62,9 @@ type Options struct {
 	// chi.RouteContext(r.Context()).RoutePattern() is the matched route
 	// pattern (low cardinality: "/v1/rules/{id}").
 	Middleware func(http.Handler) http.Handler
+	// Peers, when set, forwards a request for a key another instance owns
+	// to it (forward.go); nil answers such requests 503.
+	Peers *Peers
 	// Metrics, when set, is served at GET /metrics (a Prometheus handler).
 	Metrics http.Handler
 	// MetricsAuth makes /metrics need a key with the reader, analyst or
@@ -89,6 +92,9 @@ func (o *Options) Validate() error {
 	if err := validateKeys(o.Keys); err != nil {
 		errs = append(errs, fmt.Errorf("api: %w", err))
 	}
+	if o.Peers != nil && len(o.Peers.Secret) > 0 && len(o.Peers.Secret) < MinPeerSecretBytes {
+		errs = append(errs, fmt.Errorf("api: the peer secret has %d bytes, fewer than %d", len(o.Peers.Secret), MinPeerSecretBytes))
+	}
 	if o.MaxBodyBytes < 0 || o.MaxBacktestBytes < 0 || o.BacktestTimeout < 0 || o.RequestTimeout < 0 || o.RetryAfter < 0 {
 		errs = append(errs, errors.New("api: negative limit"))
 	}
@@ -115,6 +121,7 @@ type Handler struct {
 	deciding  atomic.Pointer[decidingStreams] // of the latest version seen
 	index     versionCache
 	explained explainedCache // features of the decisions answered, for GET /v1/decisions/{id}
+	peers     *Peers         // forwarding to the owner of a key (forward.go); nil: none
 }
 
 // New returns the API over b. It fails when opts is invalid (see
@@ -136,6 +143,7 @@ func New(b Backend, opts Options) (*Handler, error) {
 		backtestTimeout: cmpOr(opts.BacktestTimeout, DefaultBacktestTimeout),
 		requestTimeout:  cmpOr(opts.RequestTimeout, DefaultRequestTimeout),
 		kinds:           rulesdoc.Kinds(),
+		peers:           opts.Peers,
 	}
 	if h.log == nil {
 		h.log = slog.Default()
