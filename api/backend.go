@@ -120,6 +120,7 @@ type Entity struct {
 	Watermark int64                        `json:"watermark"` // the owning task's; NoWatermark: none yet
 	LagMillis int64                        `json:"lag_ms"`    // processing time minus watermark
 	Task      int32                        `json:"task"`
+	Instance  string                       `json:"instance"` // the owning instance's API address (docs/design.md "Request routing")
 }
 
 // NoWatermark is Entity.Watermark while the owning task has none (no input
@@ -141,7 +142,9 @@ func (e Entity) MarshalJSON() ([]byte, error) {
 		Watermark *int64                       `json:"watermark"`
 		LagMillis *int64                       `json:"lag_ms"`
 		Task      int32                        `json:"task"`
-	}{Key: e.Key, History: orEmpty(e.History), Windows: e.Windows, Partials: orEmpty(e.Partials), Decisions: e.Decisions, Task: e.Task}
+		Instance  string                       `json:"instance"`
+	}{Key: e.Key, History: orEmpty(e.History), Windows: e.Windows, Partials: orEmpty(e.Partials), Decisions: e.Decisions, Task: e.Task,
+		Instance: e.Instance}
 	// The OpenAPI document promises objects and arrays, never null: a
 	// Backend that leaves them nil still answers {} and [].
 	if out.Windows == nil {

@@ -23,7 +23,7 @@ func TestEntityWithoutWatermark(t *testing.T) {
 	rec = f.do(req{path: "/v1/entities/u1"})
 	mustStatus(t, rec, http.StatusOK)
 	// The backend's nil windows and decisions are [], not null.
-	want := `{"key":"u1","history":{"transactions":[{"time":1000,"event":{"amount":5}}]},"windows":[],"partial_matches":{},"recent_decisions":[],"watermark":42,"lag_ms":7,"task":3}`
+	want := `{"key":"u1","history":{"transactions":[{"time":1000,"event":{"amount":5}}]},"windows":[],"partial_matches":{},"recent_decisions":[],"watermark":42,"lag_ms":7,"task":3,"instance":""}`
 	if got := strings.TrimSpace(rec.Body.String()); got != want {
 		t.Errorf("entity with a watermark:\n got %s\nwant %s", got, want)
 	}

@@ -95,7 +95,7 @@ func (b ServiceBackend) Entity(ctx context.Context, key string, q EntityQuery) (
 		return nil, mapError(err)
 	}
 	return &Entity{Key: v.Key, History: v.History, Windows: v.Windows, Partials: v.Partials,
-		Decisions: v.Decisions, Watermark: v.Watermark, LagMillis: v.LagMillis, Task: v.Task}, nil
+		Decisions: v.Decisions, Watermark: v.Watermark, LagMillis: v.LagMillis, Task: v.Task, Instance: v.Instance}, nil
 }
 
 // Backtest implements Backend.

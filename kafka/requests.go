@@ -255,8 +255,9 @@ func (s *Service) Decision(ctx context.Context, id string) ([]byte, error) {
 // EntityView is what the owning task holds about a key, and how fresh it is.
 type EntityView struct {
 	*engine.EntityView
-	Task      int32 `json:"task"`
-	LagMillis int64 `json:"lag_ms"` // processing time minus the task watermark
+	Task      int32  `json:"task"`
+	LagMillis int64  `json:"lag_ms"`   // processing time minus the task watermark
+	Instance  string `json:"instance"` // this instance's API address (Config.AdvertiseHTTP)
 }
 
 // Entity returns the owning task's view of key. The key's partition is
@@ -281,7 +282,7 @@ func (s *Service) Entity(ctx context.Context, key string, q engine.EntityQuery) 
 		if v.Watermark > 0 {
 			lag = time.Now().UnixMilli() - v.Watermark
 		}
-		return &EntityView{EntityView: v, Task: part, LagMillis: lag}, nil
+		return &EntityView{EntityView: v, Task: part, LagMillis: lag, Instance: s.cfg.AdvertiseHTTP}, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
