@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/vigil-cep/vigil/api"
+	"github.com/vigil-cep/vigil/console"
 	"github.com/vigil-cep/vigil/examples"
 	"github.com/vigil-cep/vigil/kafka"
 	"github.com/vigil-cep/vigil/telemetry"
@@ -147,7 +148,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 			return ""
 		})
-		h, err := api.New(tracedBackend{api.ServiceBackend{S: svc}, tel}, apiOpts)
+		if apiOpts.Console, err = console.New(); err != nil {
+			return err
+		}
+		h, err := api.New(tracedBackend{api.ServiceBackend{S: svc, Kafka: cfg.Kafka, DecisionsTopic: cfg.Topics.Decisions}, tel}, apiOpts)
 		if err != nil {
 			return err
 		}
