@@ -422,10 +422,14 @@ func resolveEnv(t *testing.T, c *corev1.Container, sts *appsv1.StatefulSet, secr
 				return ref
 			})
 		case e.ValueFrom.FieldRef != nil:
-			if e.ValueFrom.FieldRef.FieldPath != "metadata.name" {
+			switch e.ValueFrom.FieldRef.FieldPath {
+			case "metadata.name":
+				v = sts.Name + "-0"
+			case "metadata.namespace":
+				v = "default"
+			default:
 				t.Errorf("env %s: fieldRef %s not emulated here", e.Name, e.ValueFrom.FieldRef.FieldPath)
 			}
-			v = sts.Name + "-0"
 		case e.ValueFrom.SecretKeyRef != nil:
 			ref := e.ValueFrom.SecretKeyRef
 			s, ok := secret.StringData[ref.Key]

@@ -118,7 +118,7 @@ func envName(flag string) string {
 
 // serveEnv returns every VIGIL_* variable vigil serve reads.
 func serveEnv(flags map[string]bool) map[string]bool {
-	env := map[string]bool{api.KeysEnv: true}
+	env := map[string]bool{api.KeysEnv: true, "VIGIL_PEER_SECRET": true} // the keys, the peer secret themselves
 	for f := range flags {
 		env[envName(f)] = true
 	}

@@ -90,7 +90,7 @@ func applyConfig(fs *flag.FlagSet, environ []string) ([]kconf.Setting, error) {
 		}
 	}
 
-	known := map[string]bool{api.KeysEnv: true}
+	known := map[string]bool{api.KeysEnv: true, peerSecretEnv: true}
 	hasKafka := fs.Lookup(kafkaPropertiesFlag) != nil
 	fs.VisitAll(func(f *flag.Flag) {
 		name := envName(f.Name)

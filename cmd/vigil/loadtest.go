@@ -46,6 +46,14 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		fmt.Fprintf(stdout, "rate %6d/s  sent %7d  ok %7d  errors %5d  achieved %8.0f/s  p50 %7.2f ms  p90 %7.2f ms  p99 %7.2f ms  max %7.2f ms\n",
 			r.Rate, r.Sent, r.OK, r.Errors, r.Achieved, r.P50, r.P90, r.P99, r.Max)
+		if r.Forwarded != nil {
+			for _, s := range []struct {
+				name string
+				q    *latencySplit
+			}{{"answered locally", r.Local}, {"forwarded to the owner", r.Forwarded}} {
+				fmt.Fprintf(stdout, "  %-24s %7d  p50 %7.2f ms  p90 %7.2f ms  p99 %7.2f ms  max %7.2f ms\n", s.name, s.q.OK, s.q.P50, s.q.P90, s.q.P99, s.q.Max)
+			}
+		}
 	}
 	if !*findMax {
 		r, err := lt.run(ctx, *rate, *duration)
@@ -92,26 +100,59 @@ type loadResult struct {
 	P99      float64       `json:"p99_ms"`
 	Max      float64       `json:"max_ms"`
 	Statuses map[int]int64 `json:"statuses"`
+	// Local and Forwarded split the 200s by whether the instance asked
+	// answered itself or forwarded the request to the owner of its key
+	// (the Vigil-Forwarded-To header); both nil when none was forwarded.
+	Local     *latencySplit `json:"local,omitempty"`
+	Forwarded *latencySplit `json:"forwarded,omitempty"`
+}
+
+// latencySplit is the quantiles of a part of a run's 200s.
+type latencySplit struct {
+	OK  int64   `json:"ok"`
+	P50 float64 `json:"p50_ms"`
+	P90 float64 `json:"p90_ms"`
+	P99 float64 `json:"p99_ms"`
+	Max float64 `json:"max_ms"`
+}
+
+// quantiles sorts lats and returns the split of them.
+func quantiles(lats []time.Duration) *latencySplit {
+	slices.Sort(lats)
+	q := func(p float64) float64 {
+		if len(lats) == 0 {
+			return 0
+		}
+		return float64(lats[min(len(lats)-1, int(p*float64(len(lats))))].Microseconds()) / 1000
+	}
+	return &latencySplit{OK: int64(len(lats)), P50: q(0.50), P90: q(0.90), P99: q(0.99), Max: q(1)}
 }
 
 func (lt *loadtest) run(ctx context.Context, rate int, d time.Duration) (loadResult, error) {
 	n := int(int64(rate) * int64(d) / int64(time.Second))
 	due := make(chan time.Time, lt.workers)
 	var (
-		mu       sync.Mutex
-		lats     = make([]time.Duration, 0, n)
-		statuses = map[int]int64{}
-		wg       sync.WaitGroup
+		mu        sync.Mutex
+		lats      = make([]time.Duration, 0, n)
+		local     []time.Duration
+		forwarded []time.Duration
+		statuses  = map[int]int64{}
+		wg        sync.WaitGroup
 	)
 	for range lt.workers {
 		wg.Go(func() {
 			for at := range due {
-				status := lt.one()
+				status, fwd := lt.one()
 				lat := time.Since(at)
 				mu.Lock()
 				statuses[status]++
 				if status == http.StatusOK {
 					lats = append(lats, lat)
+					if fwd {
+						forwarded = append(forwarded, lat)
+					} else {
+						local = append(local, lat)
+					}
 				}
 				mu.Unlock()
 			}
@@ -132,28 +173,25 @@ func (lt *loadtest) run(ctx context.Context, rate int, d time.Duration) (loadRes
 	close(due)
 	wg.Wait()
 	elapsed := time.Since(start)
-	slices.Sort(lats)
-	q := func(p float64) float64 {
-		if len(lats) == 0 {
-			return 0
-		}
-		return float64(lats[min(len(lats)-1, int(p*float64(len(lats))))].Microseconds()) / 1000
-	}
+	all := quantiles(lats)
 	res := loadResult{Rate: rate, Sent: int64(n), OK: statuses[http.StatusOK], Statuses: statuses,
-		Achieved: float64(len(lats)) / elapsed.Seconds(), P50: q(0.50), P90: q(0.90), P99: q(0.99), Max: q(1)}
+		Achieved: float64(len(lats)) / elapsed.Seconds(), P50: all.P50, P90: all.P90, P99: all.P99, Max: all.Max}
 	res.Errors = res.Sent - res.OK
+	if len(forwarded) > 0 {
+		res.Local, res.Forwarded = quantiles(local), quantiles(forwarded)
+	}
 	return res, nil
 }
 
 // one sends a transaction with a fresh id and returns the status (0 on a
-// transport error).
-func (lt *loadtest) one() int {
+// transport error) and whether the instance forwarded it to the key's owner.
+func (lt *loadtest) one() (int, bool) {
 	i := lt.seq.Add(1)
 	body := fmt.Appendf(nil, `{"tx_id":"lt-%s-%d","user_id":"u%06d","amount":%d,"currency":"EUR","ip":"10.0.%d.%d","ts":%d}`,
 		lt.prefix, i, i%int64(lt.users), i%700, i%7, i%13, time.Now().UnixMilli())
 	req, err := http.NewRequest("POST", lt.url, bytes.NewReader(body))
 	if err != nil {
-		return 0
+		return 0, false
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if lt.token != "" {
@@ -161,9 +199,9 @@ func (lt *loadtest) one() int {
 	}
 	resp, err := lt.client.Do(req)
 	if err != nil {
-		return 0
+		return 0, false
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	return resp.StatusCode
+	return resp.StatusCode, resp.Header.Get("Vigil-Forwarded-To") != ""
 }

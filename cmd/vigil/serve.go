@@ -58,6 +58,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&t.Rules, "rules-topic", d.Topics.Rules, "ruleset versions (compacted)")
 	fs.StringVar(&t.Checkpoints, "checkpoints-topic", d.Topics.Checkpoints, "task snapshots, with --checkpoints kafka")
 	httpAddr := fs.String("http", "127.0.0.1:8080", "REST API, /metrics and health checks; empty: none")
+	advertise := fs.String("advertise-http", "", "host:port at which the other instances of the group reach this one's API, to forward it the requests for its keys (default: --http, unless that is a wildcard address)")
+	peerSecretFile := fs.String("peer-secret-file", "", "file holding the secret the group's instances sign forwarded requests with (also "+peerSecretEnv+"=secret); without it, a request for a key another instance owns is answered 503")
+	fs.DurationVar(&cfg.RouteWait, "route-wait", d.RouteWait, "how long a request waits for the owner of its key while the group rebalances, before 503")
 	keysFile := fs.String("api-keys", "", "API keys (YAML or JSON list of {name, role, token}); also "+api.KeysEnv+"=name:role:token,...; without keys the API is open on a loopback address only")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) of the whole run to this file")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
@@ -101,6 +104,26 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	apiOpts, err := apiOptions(*httpAddr, *keysFile, log)
 	if err != nil {
 		return err
+	}
+	secret, err := peerSecret(*peerSecretFile)
+	if err != nil {
+		return err
+	}
+	// The API listens before the service joins its group: the address it
+	// advertises there is the one bound (--http with port 0 included).
+	var ln net.Listener
+	if *httpAddr != "" {
+		if ln, err = net.Listen("tcp", *httpAddr); err != nil {
+			return fmt.Errorf("--http: %w", err)
+		}
+		defer ln.Close()
+		*httpAddr = ln.Addr().String()
+		if cfg.AdvertiseHTTP, err = advertiseAddr(*advertise, ln.Addr()); err != nil {
+			return err
+		}
+		if cfg.AdvertiseHTTP == "" {
+			log.Warn("the API listens on a wildcard address and --advertise-http is not set: the group's other instances cannot forward this one the requests for its keys", "http", *httpAddr)
+		}
 	}
 
 	seed := examples.Fraud
@@ -151,15 +174,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if apiOpts.Console, err = console.New(); err != nil {
 			return err
 		}
+		apiOpts.Peers = &api.Peers{Secret: secret, OnForward: tel.Metrics().Forwarded}
 		h, err := api.New(tracedBackend{api.ServiceBackend{S: svc, Kafka: cfg.Kafka, DecisionsTopic: cfg.Topics.Decisions}, tel}, apiOpts)
 		if err != nil {
 			return err
 		}
-		ln, err := net.Listen("tcp", *httpAddr)
-		if err != nil {
-			return fmt.Errorf("--http: %w", err)
-		}
-		*httpAddr = ln.Addr().String()
 		srv = api.NewServer(*httpAddr, h)
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
