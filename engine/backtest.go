@@ -12,7 +12,7 @@ import (
 )
 
 // BacktestReport is what a candidate ruleset would have decided on some
-// input, next to the current ruleset (DESIGN §5 "backtest").
+// input, next to the current ruleset (docs/design.md "Backtests").
 type BacktestReport struct {
 	Events          int64             `json:"events"`
 	Decisions       int64             `json:"decisions"`

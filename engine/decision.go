@@ -16,7 +16,7 @@ type hit struct {
 }
 
 // decide evaluates the stream's active and shadow rules for one event and
-// emits the decision (DESIGN §4 "Decisions"): the action is the most severe of
+// emits the decision (docs/design.md "Decisions"): the action is the most severe of
 // the matched active rules, the score their sum; shadow rules are reported
 // apart and change nothing; a rule that fails is reported in errors. It
 // returns the decision's bytes for the idempotency store, or nil for a plain
@@ -80,8 +80,9 @@ func (t *Task) reemit(st *rules.Stream, id string, s seen) {
 	t.emit(Output{Kind: KindDecision, Key: id, Value: b})
 }
 
-// appendDecision encodes a decision record of DESIGN §5. Rules are listed in
-// the ruleset's (name) order, which is evaluation order.
+// appendDecision encodes a decision record (docs/design.md "Decision
+// records"). Rules are listed in the ruleset's (name) order, which is
+// evaluation order.
 func appendDecision(b []byte, id, streamName, key string, ts int64, hits []hit) []byte {
 	action, score := actionOf(hits), 0.0
 	for _, h := range hits {
@@ -116,7 +117,7 @@ func appendDecision(b []byte, id, streamName, key string, ts int64, hits []hit) 
 }
 
 // actionOf is a decision's action: the most severe of the active rules
-// that matched (DESIGN §4 "Decisions").
+// that matched (docs/design.md "Decisions").
 func actionOf(hits []hit) rules.Action {
 	action := rules.Allow
 	for _, h := range hits {
@@ -152,7 +153,7 @@ func appendHits(b []byte, hits []hit, mode rules.Mode) []byte {
 type recallKey struct{ stream, id string }
 
 // Recall registers a decision record this task emitted before a crash, read
-// back from the decisions topic after Restore (DESIGN §4 "Delivery": a
+// back from the decisions topic after Restore (docs/design.md "Delivery": a
 // decision once emitted is final). When its transaction is replayed, the
 // event counts in the state as usual, but the recorded bytes are emitted
 // instead of a new decision. It reports whether value is a decision record.

@@ -1,5 +1,5 @@
-// Package engine runs a compiled ruleset over records: the Task (DESIGN §2, one
-// per input partition) and the replay driver.
+// Package engine runs a compiled ruleset over records: the Task (one per input
+// partition, docs/design.md "Architecture") and the replay driver.
 //
 // A record goes through two halves. The Extractor, stateless, decodes the
 // value and evaluates the stream's key, time and id, and prepares what history

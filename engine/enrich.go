@@ -13,7 +13,7 @@ import (
 // binary wires the real clients; tests may pass in-process lookups.
 type LookupFactory func(e *rules.Enrichment) (asyncio.Lookup, error)
 
-// Enricher runs a ruleset's enrichments (DESIGN §4 "Async enrichment"). Each
+// Enricher runs a ruleset's enrichments (docs/design.md "Async enrichment"). Each
 // batch's records are looked up concurrently, up to each enrichment's
 // capacity, and their results merged under the enrichment's name before the
 // batch reaches the task: output order, and so watermarks, stay those of

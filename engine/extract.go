@@ -9,8 +9,8 @@ import (
 )
 
 // Extractor is the stateless half of processing a record, which a decode
-// stage can run ahead of the task on other goroutines (DESIGN §2 "source:
-// decode JSON, extract key / event time / id"): decode the value, evaluate the
+// stage can run ahead of the task on other goroutines (docs/design.md
+// "Architecture", a record's path): decode the value, evaluate the
 // stream's key, time and id expressions, and prepare what history keeps of
 // the event. Not safe for concurrent use: each goroutine has its own.
 type Extractor struct {

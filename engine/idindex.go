@@ -10,7 +10,7 @@ import (
 	"github.com/vigil-cep/vigil/internal/prefetch"
 )
 
-// An id (a stream's transaction id) keys its decision (DESIGN §4
+// An id (a stream's transaction id) keys its decision (docs/design.md
 // "Idempotency"): the same id with another key is not the same transaction
 // sent again but another one, and deciding it too would write a second,
 // different verdict under the same record key of the decisions topic. Such an

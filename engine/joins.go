@@ -7,7 +7,7 @@ import (
 	"github.com/vigil-cep/vigil/stream"
 )
 
-// joinOp runs one interval join for every key of a task (DESIGN §4
+// joinOp runs one interval join for every key of a task (docs/design.md
 // "Interval joins"): pairs are emitted as soon as both sides are present, and
 // become events of the join's derived stream at the later of the two times.
 type joinOp struct {

@@ -6,8 +6,8 @@ import (
 	"github.com/vigil-cep/vigil/internal/jsonv"
 )
 
-// Kind names an output record's kind: the "kind" field of DESIGN §5 and the
-// topic it goes to.
+// Kind names an output record's kind: the "kind" field of the records of
+// docs/design.md "Output records", and the topic it goes to.
 type Kind uint8
 
 // Output kinds.
@@ -28,9 +28,10 @@ func (k Kind) String() string {
 	return [...]string{"decision", "window", "late", "dlq", "match", "timeout", "join"}[k]
 }
 
-// Output is one record the task emits. Value is the JSON record of DESIGN §5;
-// Key is its Kafka key (the decision id, or the entity key). Both are only
-// valid during the Emit call: a sink that keeps them copies them.
+// Output is one record the task emits. Value is its JSON record
+// (docs/design.md "Output records"); Key is its Kafka key (the decision id,
+// or the entity key). Both are only valid during the Emit call: a sink that
+// keeps them copies them.
 type Output struct {
 	Kind  Kind
 	Key   string
@@ -52,8 +53,9 @@ type RuleHit struct {
 	Err        bool // the rule failed at run time
 }
 
-// The encoders below write the records of DESIGN §5 field by field in a fixed
-// order, so that replaying the same input gives the same bytes.
+// The encoders below write the records of docs/design.md "Output records"
+// field by field in a fixed order, so that replaying the same input gives the
+// same bytes.
 
 func appendField(dst []byte, name string) []byte {
 	dst = append(dst, ',', '"')

@@ -11,7 +11,7 @@ import (
 	"github.com/vigil-cep/vigil/stream"
 )
 
-// patternOp runs one pattern for every key of a task (DESIGN §4 "Patterns").
+// patternOp runs one pattern for every key of a task (docs/design.md "Patterns").
 // With event-time ordering it buffers each key's events above the watermark
 // and feeds them in time order as the watermark passes; with arrival ordering
 // it feeds them at once. Either way, time reaches each key's NFA only through
@@ -138,7 +138,7 @@ func (t *Task) advancePatterns(wm int64) {
 	}
 }
 
-// endPattern ends the input for pattern pi (DESIGN §4 "Watermarks": at the
+// endPattern ends the input for pattern pi (docs/design.md "Watermarks": at the
 // maximum watermark no partial match can continue). Each key whose NFA still
 // holds partial matches, or matches a skip strategy held back behind them,
 // moves to the maximum time, which ends the former and emits the latter

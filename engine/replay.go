@@ -38,7 +38,7 @@ type ReplayConfig struct {
 	Lookups LookupFactory
 }
 
-// Replay runs rs over NDJSON input (DESIGN §5 "Replay") and writes every
+// Replay runs rs over NDJSON input (docs/design.md "Replay input") and writes every
 // output record to out, one per line, in processing order. It is the bounded
 // case of streaming: at the end of input the watermark jumps to its maximum
 // and everything fires. The same input gives the same bytes.

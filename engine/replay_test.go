@@ -77,7 +77,7 @@ func replayFile(t testing.TB, rulesPath, eventsPath string, cfg ReplayConfig) []
 
 // TestArrivalOrders: with decide: watermark, the same events in another
 // arrival order across streams give the same decisions, byte for byte
-// (DESIGN §4 "Decisions"). The two arrival_order_* golden cases hold the same
+// (docs/design.md "Decisions"). The two arrival_order_* golden cases hold the same
 // events in two orders and must want the same bytes; random interleavings of
 // their streams (each stream in its own order) must give those bytes too.
 func TestArrivalOrders(t *testing.T) {

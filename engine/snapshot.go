@@ -21,7 +21,7 @@ const snapshotVersion = 1
 // Snapshot serialises everything the task owns — watermarks, per-key
 // history, remembered ids and their decisions, windows, pattern buffers and
 // partial matches, join buffers, counters — so that Restore on a fresh task
-// continues exactly where this one stands (DESIGN §4 "Delivery"). The bytes
+// continues exactly where this one stands (docs/design.md "Delivery"). The bytes
 // depend only on the state (keys in sorted order), not on map order.
 //
 // Operators are written under their names, so that a task restoring under a

@@ -79,9 +79,9 @@ type Stats struct {
 }
 
 // Task runs a ruleset over the records of one task: partition p of every
-// input (DESIGN §2). It owns its keys' state; it is not safe for concurrent
-// use, and needs not be: one goroutine feeds it and receives its outputs,
-// which emit gets in processing order.
+// input (docs/design.md "Architecture"). It owns its keys' state; it is not
+// safe for concurrent use, and needs not be: one goroutine feeds it and
+// receives its outputs, which emit gets in processing order.
 type Task struct {
 	rs    *rules.Ruleset
 	ev    *rules.Evaluator

@@ -13,15 +13,15 @@ import (
 // MaxReplayPartitions bounds the tasks one replay starts (one per partition).
 const MaxReplayPartitions = 1024
 
-// taskSet runs replay the way the service runs Kafka (DESIGN §2): one Task per
-// input partition, each on its own goroutine with its own keys, watermarks and
-// windows. Their outputs are merged into one deterministic order: by input
+// taskSet runs replay the way the service runs Kafka (docs/design.md
+// "Architecture"): one Task per input partition, each on its own goroutine
+// with its own keys, watermarks and windows. Their outputs are merged into one deterministic order: by input
 // line, then by partition; at the end of input, partition by partition.
 //
 // Each task registers its inputs, partition p of every input stream, as it
 // starts (Task.ExpectInput), as a Kafka task does: an input that has not
 // sent its first record yet holds the task's watermark back, as in the
-// service (DESIGN §4 "Watermarks"), until it delivers or goes idle.
+// service (docs/design.md "Watermarks"), until it delivers or goes idle.
 //
 // Processing time (replayClock) is the record timestamps that lines may
 // carry (the Kafka record time: a backtest over topic data has them), global
@@ -231,7 +231,7 @@ func (c *replayClock) arrive(rec *Record) {
 }
 
 // processingTime returns the processing time that max_future_skew holds
-// rec's event time to, and whether there is one (DESIGN §4 "Event time"):
+// rec's event time to, and whether there is one (docs/design.md "Event time"):
 // the task's clock in the service; in replay, the record's own timestamp,
 // about when the service would have read it, and none for a line without
 // one (a gap in the data is not a clock fault).

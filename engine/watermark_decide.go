@@ -7,7 +7,7 @@ import (
 )
 
 // pendingDecision is an event of a decide: watermark stream waiting for the
-// watermark to pass its time (DESIGN §4 "Decisions").
+// watermark to pass its time (docs/design.md "Decisions").
 type pendingDecision struct {
 	stream  int
 	id, key string
