@@ -13,9 +13,10 @@ type login struct {
 	ip     string
 }
 
-// atoPattern is the account-takeover pattern of DESIGN §5: three consecutive
-// failed logins, then right after them a successful one from an IP none of the
-// failures came from, within 5 minutes.
+// atoPattern is the account-takeover pattern of examples/fraud.yaml
+// (docs/design.md "Patterns"): three consecutive failed logins, then right
+// after them a successful one from an IP none of the failures came from,
+// within 5 minutes.
 func atoPattern() Pattern {
 	return Pattern{
 		Within: 5 * 60 * 1000,

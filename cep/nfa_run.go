@@ -137,7 +137,7 @@ func (s *State) Process(ev *Event, match func(Match), timeout func(Timeout)) {
 // A partial match waiting in two NFA states at once (for example, in a loop
 // and for the step after it) times out once. Either callback may be nil.
 //
-// Advance(math.MaxInt64) is the end of a bounded input (DESIGN §4
+// Advance(math.MaxInt64) is the end of a bounded input (docs/design.md
 // "Watermarks"): no event can follow, so no partial match can continue, and
 // every one ends as if its Within had passed: a trailing NotFollowedBy
 // completes as a match, the others time out; without Within they end without

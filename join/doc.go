@@ -1,5 +1,5 @@
 // Package join is the keyed event-time interval join operator of Vigil
-// (DESIGN §4 "Interval joins"; Flink's IntervalJoinOperator). Time is int64
+// (docs/design.md "Interval joins"; Flink's IntervalJoinOperator). Time is int64
 // milliseconds. The package knows nothing about expressions or JSON: the
 // caller compiles the join's condition into a Condition and treats
 // Element.Value as it likes.

@@ -1,7 +1,7 @@
-// Package rules turns a ruleset document (YAML or JSON, DESIGN §5) into a
-// compiled Ruleset: Parse decodes the document keeping the position of every
-// value, Compile validates it and compiles every expression with expr, and
-// Load does both. Every mistake comes back at once, as an ErrorList of
+// Package rules turns a ruleset document (YAML or JSON, docs/design.md
+// "Ruleset document") into a compiled Ruleset: Parse decodes the document
+// keeping the position of every value, Compile validates it and compiles
+// every expression with expr, and Load does both. Every mistake comes back at once, as an ErrorList of
 // CompileErrors with the item's path, line and column.
 //
 // Expressions run in expr's VM over the event's decoded fields. Before expr

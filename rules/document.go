@@ -11,9 +11,9 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// Document is a ruleset as written: the YAML or JSON object of DESIGN §5,
-// decoded but not yet compiled. It remembers where each item sits in the source
-// so that compile errors carry positions. The REST API (later) reads and writes
+// Document is a ruleset as written: the YAML or JSON object of docs/design.md
+// "Ruleset document", decoded but not yet compiled. It remembers where each
+// item sits in the source so that compile errors carry positions. The REST API (later) reads and writes
 // the same item types.
 type Document struct {
 	Streams     map[string]*StreamSpec     `yaml:"streams" json:"streams,omitempty"`
@@ -93,7 +93,7 @@ type RuleSpec struct {
 	Description string  `yaml:"description" json:"description,omitempty"`
 }
 
-// PatternSpec declares a sequence pattern over one stream (DESIGN §4
+// PatternSpec declares a sequence pattern over one stream (docs/design.md
 // "Patterns"), matched per key by an NFA with FlinkCEP's semantics.
 type PatternSpec struct {
 	Stream      string     `yaml:"stream" json:"stream"`

@@ -12,7 +12,7 @@ import (
 	"github.com/vigil-cep/vigil/asyncio"
 )
 
-// EnrichmentSpec declares an async lookup per event of a stream (DESIGN §4
+// EnrichmentSpec declares an async lookup per event of a stream (docs/design.md
 // "Async enrichment"); the result is merged into the event under the
 // enrichment's name before joins, windows, patterns and rules see it.
 type EnrichmentSpec struct {

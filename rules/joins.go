@@ -10,7 +10,7 @@ import (
 	"github.com/vigil-cep/vigil/join"
 )
 
-// JoinSpec declares an interval join (DESIGN §4 "Interval joins"): per key,
+// JoinSpec declares an interval join (docs/design.md "Interval joins"): per key,
 // a left and a right event pair up when right.time - left.time is within
 // Between and Where holds.
 type JoinSpec struct {

@@ -7,7 +7,7 @@
 //
 // Ownership: a task owns its Watermarks and the Events it decodes; nothing here is
 // safe for concurrent use, and nothing here needs to be, because one goroutine runs
-// a task (DESIGN §2).
+// a task (docs/design.md "Architecture").
 //
 // Invariants of Watermarks:
 //   - an input's watermark is max(maxSeen - maxOutOfOrder - 1, explicit), and never

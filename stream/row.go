@@ -3,7 +3,7 @@ package stream
 import "unsafe"
 
 // Row is a past event reduced to the fields that rules read from history
-// (DESIGN §4 "Keep only the fields that rules read"). It is much smaller than
+// (docs/design.md "History"). It is much smaller than
 // the decoded map (a Go map reserves eight slots even for one field), and a
 // small row keeps its values and their string bytes inside itself: scanning a
 // key's history touches one allocation per event, which is what makes

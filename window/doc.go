@@ -1,5 +1,5 @@
 // Package window is the keyed event-time window operator of Vigil, with its
-// tumbling, sliding and session assigners (DESIGN §4 "Windows"; Flink's
+// tumbling, sliding and session assigners (docs/design.md "Windows"; Flink's
 // WindowOperator with EventTimeTrigger and allowed lateness). Time is int64
 // milliseconds. The package knows nothing about expressions or JSON: the
 // caller evaluates the aggregate arguments and passes their values.

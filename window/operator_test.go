@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// TestWorkedExample is DESIGN §4's worked example (also in
-// testdata/worked_example).
+// TestWorkedExample is the example of docs/design.md "Lateness example" (also
+// in testdata/worked_example).
 func TestWorkedExample(t *testing.T) {
 	for _, tt := range []struct {
 		lateness   int64
