@@ -45,8 +45,8 @@
 //
 // Histograms expose NAME_bucket{le}, NAME_sum and NAME_count. Latency
 // buckets run from 0.1 ms to 1 s on a 1-2-5 scale (edges at the 2 ms and
-// 20 ms bars of DESIGN §6); checkpoint durations from 5 ms to 60 s; checkpoint
-// sizes from 1 KiB to 1 GiB by powers of 4. target_info carries the
+// 20 ms bars of docs/design.md "Bars"); checkpoint durations from 5 ms to
+// 60 s; checkpoint sizes from 1 KiB to 1 GiB by powers of 4. target_info carries the
 // resource: service_name="vigil", service_version.
 //
 // Labels hold values from small fixed sets. Never a user ID, an entity key

@@ -97,7 +97,7 @@ func MetricLabels() map[string][]string {
 // Bucket boundaries (seconds or bytes) of the histograms.
 var (
 	// latencyBuckets span 0.1 ms … 1 s on a 1-2-5 scale, with edges at the
-	// DESIGN §6 bars: 2 ms (API p99) and 20 ms (Kafka p99).
+	// bars of docs/design.md "Bars": 2 ms (API p99) and 20 ms (Kafka p99).
 	latencyBuckets    = []float64{0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1}
 	checkpointBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 	// sizeBuckets are powers of 4 from 1 KiB to 1 GiB.

@@ -243,7 +243,7 @@ func TestMetricsScrape(t *testing.T) {
 		}
 	}
 
-	// Histogram sums and the bucket edges the DESIGN bars are read at.
+	// Histogram sums and the bucket edges the bars are read at (docs/design.md "Bars").
 	for _, c := range []struct {
 		name string
 		sum  float64

@@ -1,5 +1,6 @@
 // Package workload generates the synthetic fraud workload behind `vigil gen`:
-// NDJSON in Vigil's replay input format (DESIGN §5), one record a line,
+// NDJSON in Vigil's replay input format (docs/design.md "Replay input"),
+// one record a line,
 //
 //	{"stream":"transactions","value":{"tx_id":"t0000001","user_id":"u000042",...}}
 //
