@@ -89,7 +89,7 @@ type Version struct {
 	Change
 }
 
-// Decision is a decision record of DESIGN §5, as emitted, plus what the
+// Decision is a decision record (docs/design.md "Decision records"), as emitted, plus what the
 // matched rules read (explainability).
 type Decision struct {
 	Record   json.RawMessage           `json:"decision"`

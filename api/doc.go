@@ -1,4 +1,4 @@
-// Package api is Vigil's HTTP API (DESIGN §5 "REST"): rules authoring with
+// Package api is Vigil's HTTP API (docs/design.md "Decision API"): rules authoring with
 // versions and rollback, validation and backtests, the audit log,
 // decisions, entity views, health and the OpenAPI document. It serves a
 // Backend (the running service) through chi; New builds the handler and

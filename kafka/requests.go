@@ -66,7 +66,7 @@ type DecideResult struct {
 }
 
 // Decide evaluates one event of a decided stream at once against the state
-// of the task owning its key (DESIGN §5 "POST /v1/decisions"): the event
+// of the task owning its key (docs/design.md "Decision API"): the event
 // counts in that state, is written to its input topic and its decision to
 // the decisions topic, and the result returns once the broker has
 // acknowledged both, so a crash can neither lose an event whose decision was

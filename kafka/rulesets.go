@@ -21,7 +21,7 @@ import (
 )
 
 // The rules topic is the ruleset's version history and source of truth
-// (DESIGN §2). Each record proposes version n on top of version n-1:
+// (docs/design.md "Architecture"). Each record proposes version n on top of version n-1:
 //
 //	key   "v<n>-<random>"     unique, so compaction keeps every proposal
 //	value {"version": n, "digest": …, "time": …, "author": …, "comment": …, "document": "<YAML or JSON>"}
@@ -408,7 +408,7 @@ func (s *Service) Publish(ctx context.Context, doc []byte, expect int64, author,
 }
 
 // watchRules follows the rules topic from where New left it and switches the
-// service to every version accepted (DESIGN §2: rules topic → every task
+// service to every version accepted (docs/design.md "Architecture": rules topic → every task
 // hot-swaps). A proposal that is refused leaves the running version.
 func (s *Service) watchRules(ctx context.Context) {
 	topic := s.cfg.Topics.Rules

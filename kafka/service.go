@@ -50,7 +50,7 @@ type Config struct {
 	Lookups            engine.LookupFactory // the lookups of the ruleset's enrichments (Redis, HTTP)
 }
 
-// DefaultConfig holds the low-latency defaults (DESIGN §4 "Backpressure");
+// DefaultConfig holds the low-latency defaults (docs/design.md "Backpressure");
 // the README lists which knobs trade latency for throughput.
 var DefaultConfig = Config{
 	Group:              "vigil",
@@ -143,7 +143,7 @@ func (c *Config) fillDefaults() {
 // Service runs a ruleset over Kafka: one task per co-partition (partition p
 // of every input topic), each on its own goroutine, owning its keys' state,
 // checkpointing it with its input offsets, and writing its outputs to the
-// output topics (DESIGN §2, §4 "Delivery").
+// output topics (docs/design.md "Architecture", "Delivery").
 type Service struct {
 	cfg    Config
 	kopts  []kgo.Opt // the connection options of every client (cfg.Kafka.Opts)

@@ -75,7 +75,7 @@ const (
 
 // startTask builds task p, restores its latest checkpoint, re-reads the
 // decisions it emitted after that checkpoint (so replayed transactions get
-// the recorded decision, DESIGN §4 "Delivery"), and starts its goroutine.
+// the recorded decision, docs/design.md "Delivery"), and starts its goroutine.
 func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 	t := &task{s: s, part: p, in: make(chan *batch, s.cfg.QueueBatches), quit: make(chan struct{}),
 		done: make(chan struct{}), next: make(map[string]int64), switchSig: make(chan struct{}, 1),
@@ -488,7 +488,7 @@ func (t *task) reportGauges() {
 }
 
 // checkpoint snapshots the task once every output produced so far is
-// acknowledged (DESIGN §4 "Delivery"), with the input offsets and our
+// acknowledged (docs/design.md "Delivery"), with the input offsets and our
 // decisions partition's offset, then saves it and commits the input offsets
 // to the group (for lag monitoring: the checkpoint is what restores).
 //

@@ -12,7 +12,7 @@ import (
 	"github.com/vigil-cep/vigil/rules"
 )
 
-// Topics names the output topics and the rules topic (DESIGN §2).
+// Topics names the output topics and the rules topic (docs/design.md "Architecture").
 type Topics struct {
 	Decisions string // decision records, key = decision id
 	Alerts    string // pattern matches and timeouts
@@ -69,7 +69,7 @@ func InputTopics(rs *rules.Ruleset) []string {
 // ensureTopics creates the topics that are missing — inputs and outputs with
 // partitions partitions, the rules topic with one, compacted — and checks
 // co-partitioning: every input topic must have the same partition count,
-// since task p reads partition p of each (DESIGN §2). It returns the
+// since task p reads partition p of each (docs/design.md "Architecture"). It returns the
 // partition count of every topic.
 func ensureTopics(ctx context.Context, adm *kadm.Client, inputs []string, t Topics, partitions int32) (map[string]int32, error) {
 	all := append(slices.Clone(inputs), t.outputs()...)

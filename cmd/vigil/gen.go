@@ -176,7 +176,7 @@ func writeTruth(path string, planted []workload.Planted) error {
 // generateForKafka writes the workload's records of one stream as
 // "key<TAB>value" lines, the key being the record's user_id: kcat -K '\t'
 // hashes it, so that a user's records land on the same partition number of
-// every topic (co-partitioning, DESIGN §2).
+// every topic (co-partitioning, docs/design.md "Architecture").
 func generateForKafka(out io.Writer, c workload.Config, streamName string) ([]workload.Planted, error) {
 	w := bufio.NewWriter(out)
 	planted, err := workloadRecords(c, func(stream string, key, value []byte, _ int64) error {
@@ -466,7 +466,7 @@ func genPartitions(ctx context.Context, cl *kgo.Client, kc kconf.Config) (int32,
 	}
 	if !same {
 		return 0, fmt.Errorf("the topics are not co-partitioned (%s partitions): a user's records must land on the same "+
-			"partition number of every topic, which the service reads in one task (DESIGN §2)", strings.Join(counts, ", "))
+			"partition number of every topic, which the service reads in one task (docs/design.md, \"Architecture\")", strings.Join(counts, ", "))
 	}
 	return n, nil
 }
