@@ -27,8 +27,8 @@ const (
 
 // RecentDecisions implements Backend from the decisions topic, the record
 // of every instance's decisions: it looks through the newest recentScan
-// records of each partition and returns those q selects, newest first (by
-// record time, then partition and offset). Each call reads with a client
+// records of each partition (q.Limit without filters) and returns those q
+// selects, newest first (by record time, then partition and offset). Each call reads with a client
 // of its own, closed before it returns, so that nothing runs between calls
 // and the decision path shares nothing with it. Without b.Kafka it is
 // ErrUnavailable.
@@ -61,10 +61,17 @@ func (b ServiceBackend) RecentDecisions(ctx context.Context, q DecisionQuery) ([
 	if err != nil {
 		return nil, 0, fmt.Errorf("list the end offsets of %s: %w", topic, err)
 	}
+	// Unfiltered, the newest q.Limit decisions are among the newest q.Limit
+	// of each partition: no need to read more (a console tailing every two
+	// seconds reads a few records, not thousands).
+	depth := int64(recentScan)
+	if q.Action == "" && q.Rule == "" {
+		depth = int64(min(q.Limit, recentScan))
+	}
 	from := make(map[int32]kgo.Offset)
 	last := make(map[int32]int64) // the last offset to read, per partition still being read
 	ends.Each(func(o kadm.ListedOffset) {
-		lo := max(o.Offset-recentScan, 0)
+		lo := max(o.Offset-depth, 0)
 		if st, ok := starts.Lookup(topic, o.Partition); ok {
 			lo = max(lo, st.Offset)
 		}
