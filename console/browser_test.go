@@ -507,6 +507,11 @@ func TestConsoleInChromium(t *testing.T) {
 	b.do("sign in as a reader", chromedp.WaitVisible(chromedp.CSS("#key")), chromedp.SendKeys(chromedp.CSS("#key"), readerKey+"\n"),
 		chromedp.WaitVisible(chromedp.CSS("body[data-page=''][data-ready=true]")))
 	b.waitText("#who", "dana · reader")
+	if n := b.count(`header nav a[href="backtest"]`); n != 0 {
+		t.Error("a reader is offered the backtest page, which needs rules:test")
+	}
+	b.open("backtest")
+	b.waitText("#no-access", "Your key's role (reader) may not use this page: it needs rules:test.")
 	b.open("rules?history=small_amount")
 	b.waitText("#rules-table", "small_amount")
 	b.waitText("#history", "Rule small_amount")
@@ -538,4 +543,40 @@ func TestConsoleInChromium(t *testing.T) {
 	if errors.Is(b.ctx.Err(), context.DeadlineExceeded) {
 		t.Error("the browser test ran out of time")
 	}
+}
+
+var (
+	holdURL = flag.String("hold-url", "", "TestConsoleHold: the base URL of a running vigil serve")
+	holdKey = flag.String("hold-key", "", "TestConsoleHold: the API key to sign in with")
+	holdFor = flag.Duration("hold-for", 25*time.Second, "TestConsoleHold: how long to keep the console open")
+)
+
+// TestConsoleHold keeps the console open in headless Chromium on a running
+// service, for measurements (docs/performance.md): signed in, one tab on
+// the decisions page (its live view polls every 2 s), one on the overview
+// (reading /metrics every 2 s). It runs only with -hold-url.
+func TestConsoleHold(t *testing.T) {
+	if *holdURL == "" {
+		t.Skip("set -hold-url (and -hold-key) to keep the console open on a running service")
+	}
+	exe := chromium(t)
+	b := newBrowser(t, exe, strings.TrimSuffix(*holdURL, "/"))
+	signIn := func(ctx context.Context, next, page string) {
+		err := chromedp.Do(ctx, chromedp.Navigate(b.base+"signin?next="+next), chromedp.WaitVisible(chromedp.CSS("#key")),
+			chromedp.SendKeys(chromedp.CSS("#key"), *holdKey+"\n"), chromedp.WaitVisible(chromedp.CSS("body[data-page='"+page+"'][data-ready=true]")))
+		if err != nil {
+			t.Fatalf("sign in to %s: %v", page, err)
+		}
+	}
+	signIn(b.ctx, "decisions", "decisions")
+	overview, cancel := chromedp.NewContext(b.ctx) // a second tab; sessionStorage is per tab
+	defer cancel()
+	signIn(overview, "", "")
+	t.Logf("the console is open (decisions, overview) for %s", *holdFor)
+	select {
+	case <-time.After(*holdFor):
+	case <-b.ctx.Done():
+		t.Fatal("the browser's context ended first")
+	}
+	t.Logf("live view: %s", b.text("#tail-status"))
 }

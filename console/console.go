@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 )
 
@@ -23,15 +24,16 @@ type page struct {
 	Title  string
 	Script string // its own script under static/, after console.js
 	Nav    bool   // listed in the navigation bar
+	Needs  string // the API permission the page needs (api's roles matrix); its link is left out without it
 }
 
 // pages lists the console's pages in the order of the navigation bar.
 var pages = []page{
-	{Name: "", Title: "Overview", Script: "overview.js", Nav: true},
-	{Name: "rules", Title: "Rules", Script: "rules.js", Nav: true},
-	{Name: "backtest", Title: "Backtest", Script: "backtest.js", Nav: true},
-	{Name: "decisions", Title: "Decisions", Script: "decisions.js", Nav: true},
-	{Name: "entities", Title: "Entities", Script: "entities.js", Nav: true},
+	{Name: "", Title: "Overview", Script: "overview.js", Nav: true, Needs: "metrics:read"},
+	{Name: "rules", Title: "Rules", Script: "rules.js", Nav: true, Needs: "rules:read"},
+	{Name: "backtest", Title: "Backtest", Script: "backtest.js", Nav: true, Needs: "rules:test"},
+	{Name: "decisions", Title: "Decisions", Script: "decisions.js", Nav: true, Needs: "decisions:read"},
+	{Name: "entities", Title: "Entities", Script: "entities.js", Nav: true, Needs: "entities:read"},
 	{Name: "signin", Title: "Sign in", Script: "signin.js"},
 }
 
@@ -88,7 +90,10 @@ func New() (*Handler, error) {
 		if name == "" {
 			name = "overview"
 		}
-		t, err := template.Must(layout.Clone()).ParseFS(assets, "templates/"+name+".html")
+		t, err := layout.Clone()
+		if err == nil {
+			t, err = t.ParseFS(assets, "templates/"+name+".html")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("console: page %s: %w", name, err)
 		}
@@ -145,7 +150,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) write(w http.ResponseWriter, r *http.Request, ctype string, body []byte) {
 	w.Header().Set("Content-Type", ctype)
-	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body)

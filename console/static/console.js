@@ -23,12 +23,14 @@ const V = (() => {
     sessionStorage.setItem(WHO, JSON.stringify(who));
   }
 
-  function signOut(reason) {
+  // signOut forgets the key and goes to the sign-in page; why is one of
+  // the reasons signin.js knows (a link cannot make it say anything else).
+  function signOut(why) {
     sessionStorage.removeItem(KEY);
     sessionStorage.removeItem(WHO);
     const page = document.body.dataset.page || '';
     let to = 'signin?next=' + encodeURIComponent(page);
-    if (reason) to += '&why=' + encodeURIComponent(reason);
+    if (why) to += '&why=' + encodeURIComponent(why);
     location.replace(to);
   }
 
@@ -64,7 +66,7 @@ const V = (() => {
       try { data = JSON.parse(text); } catch (e) { data = text; }
     }
     if (resp.status === 401 && !opts.key) {
-      signOut('The API refused the key (401): sign in again.');
+      signOut('refused');
     }
     return { status: resp.status, ok: resp.ok, headers: resp.headers, data };
   }
@@ -310,6 +312,14 @@ const V = (() => {
         if (out) out.addEventListener('click', () => signOut());
         for (const n of document.querySelectorAll('[data-needs]')) {
           if (!can(n.dataset.needs)) n.remove();
+        }
+        const needs = document.body.dataset.needsPage;
+        if (needs && !can(needs)) {
+          const main = document.getElementById('main');
+          main.replaceChildren(main.querySelector('h1'),
+            el('p', { class: 'alert', id: 'no-access' }, `Your key's role (${s.who.role}) may not use this page: it needs ${needs}.`));
+          document.body.dataset.ready = 'true';
+          return;
         }
       }
       init(session());

@@ -3,7 +3,7 @@
 'use strict';
 
 V.start(() => {
-  const why = V.param('why');
+  const why = { refused: 'The API refused the key (401): sign in again.' }[V.param('why')];
   if (why) V.say('signin-status', why, 'error');
   document.getElementById('signin-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();
@@ -16,8 +16,11 @@ V.start(() => {
       return;
     }
     V.signIn(key, res.data);
-    const next = V.param('next') || '';
-    // Only a page of the console: next never leads elsewhere.
-    location.replace(/^[a-z]*$/.test(next) ? (next || './') : './');
+    // Only a page of the console (next never leads elsewhere), and one the
+    // key's role may use: the first of them when it may not use next.
+    const needs = { '': 'metrics:read', rules: 'rules:read', backtest: 'rules:test', decisions: 'decisions:read', entities: 'entities:read' };
+    let next = V.param('next') || '';
+    if (!(next in needs) || !V.can(needs[next])) next = Object.keys(needs).find((p) => V.can(needs[p])) || '';
+    location.replace(next || './');
   });
 });
