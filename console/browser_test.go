@@ -176,7 +176,7 @@ type browser struct {
 	shots string // where screenshots go
 
 	mu     sync.Mutex
-	errors []string // JavaScript exceptions the pages threw
+	errors []string // JavaScript exceptions the pages threw, console.error calls
 }
 
 func newBrowser(t *testing.T, exe, base string) *browser {
@@ -195,16 +195,30 @@ func newBrowser(t *testing.T, exe, base string) *browser {
 		b.shots = filepath.Join("..", "docs", "console")
 	}
 	exceptions := chromedp.Events(ctx, runtime.ExceptionThrown)
-	watched := make(chan struct{})
+	logged := chromedp.Events(ctx, runtime.ConsoleAPICalled)
+	watched := make(chan struct{}, 2)
 	go func() {
-		defer close(watched)
+		defer func() { watched <- struct{}{} }()
 		for ev, err := range exceptions {
 			if err != nil {
 				return
 			}
-			b.mu.Lock()
-			b.errors = append(b.errors, fmt.Sprintf("%s %v", ev.ExceptionDetails.Text, ev.ExceptionDetails.Exception))
-			b.mu.Unlock()
+			b.failure(fmt.Sprintf("JavaScript exception: %s %v", ev.ExceptionDetails.Text, ev.ExceptionDetails.Exception))
+		}
+	}()
+	go func() { // console.error: the console's own complaints, CSP violations among them
+		defer func() { watched <- struct{}{} }()
+		for ev, err := range logged {
+			if err != nil {
+				return
+			}
+			if ev.Type == runtime.ConsoleAPICalledTypeError {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				b.failure("console.error: " + strings.Join(args, " "))
+			}
 		}
 	}()
 	t.Cleanup(func() {
@@ -212,13 +226,20 @@ func newBrowser(t *testing.T, exe, base string) *browser {
 		cancelTab()
 		cancelAlloc() // stops Chromium and removes its profile directory
 		<-watched
+		<-watched
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		for _, e := range b.errors {
-			t.Errorf("JavaScript exception: %s", e)
+			t.Error(e)
 		}
 	})
 	return b
+}
+
+func (b *browser) failure(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.errors = append(b.errors, s)
 }
 
 // do runs actions, each step given 20 s at most.
@@ -295,8 +316,13 @@ func (b *browser) click(label string) {
 	b.do("click "+label, chromedp.Click(chromedp.Search(fmt.Sprintf(`//button[normalize-space()=%s]`, js(label)))))
 }
 
+// shot saves a screenshot of what the 1280×800 window shows, and checks
+// that the page fits its width.
 func (b *browser) shot(name string) {
 	b.t.Helper()
+	if wide, _ := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`)); wide {
+		b.t.Errorf("%s: the page is wider than the 1280 px window", name)
+	}
 	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
 	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
 		b.t.Fatalf("screenshot %s: %v", name, err)

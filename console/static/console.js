@@ -298,6 +298,11 @@ const V = (() => {
     return el('div', { class: 'legend' }, series.map((s) => el('span', { class: s.cls }, s.name)));
   }
 
+  // A blocked script, style or connection is a bug of the console: say so.
+  document.addEventListener('securitypolicyviolation', (ev) => {
+    console.error('Content-Security-Policy refused ' + ev.blockedURI + ' (' + ev.violatedDirective + ')');
+  });
+
   // Every page but sign-in needs a session; controls a role cannot use are
   // removed, not just hidden (the API refuses them anyway).
   function start(init) {
