@@ -446,6 +446,7 @@ func TestConsoleInChromium(t *testing.T) {
 	b.click("Re-base on version 3")
 	b.waitText("#editor-base", "Based on version 3.")
 	b.waitText("#rule-diff .add", `(small)`)
+	b.do("comment", chromedp.SendKeys(chromedp.CSS("#f-comment"), "the reason says how small"))
 	b.click("Save")
 	b.waitText("#save-status", "Saved: version 4 is live, with rule small_amount in shadow mode.")
 

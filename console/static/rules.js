@@ -246,6 +246,7 @@ async function saveRule(ev) {
     document.getElementById('f-name').readOnly = true;
     describeBase();
     showRuleDiff(name, item);
+    document.getElementById('f-comment').value = ''; // it said why of this change, not of the next
     V.put('save-status', V.el('div', { class: 'notice' }, `Saved: version ${version} is live, with rule ${name} in ${item.mode} mode.`));
     loadAudit(true);
     if (document.getElementById('history').dataset.rule === name) showHistory(name);
@@ -427,6 +428,7 @@ async function saveDocument() {
     await loadLive();
     R.docBase = R.live.version;
     R.docLive = text;
+    document.getElementById('doc-comment').value = '';
     validateDocument();
     V.put('doc-status', V.el('div', { class: 'notice' }, `Saved: version ${R.live.version} is live.`));
     loadAudit(true);
