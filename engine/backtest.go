@@ -20,7 +20,7 @@ type BacktestReport struct {
 	NewHits         map[string]int64  `json:"new_hits"`          // rule -> of those, decisions it did not match under the current ruleset
 	Changed         int64             `json:"changed"`           // decisions whose action differs
 	ChangedByAction map[string]int64  `json:"changed_by_action"` // "allow->block" -> count
-	Samples         []json.RawMessage `json:"samples"`           // candidate decisions whose matched rules differ, first ones
+	Samples         []json.RawMessage `json:"samples"`           // candidate decisions whose action or matched rules differ, first ones
 }
 
 // Backtest replays input under the current and the candidate rulesets, each
@@ -68,7 +68,9 @@ func Backtest(ctx context.Context, current, candidate *rules.Ruleset, input []by
 			rep.Changed++
 			rep.ChangedByAction[old.Action+"->"+d.Action]++
 		}
-		if (old == nil || fmt.Sprint(old.matched()) != fmt.Sprint(d.matched())) && len(rep.Samples) < samples {
+		// A shadow rule promoted to active changes the action and not the
+		// rules matched (shadow ones count): both make a sample.
+		if (old == nil || old.Action != d.Action || fmt.Sprint(old.matched()) != fmt.Sprint(d.matched())) && len(rep.Samples) < samples {
 			rep.Samples = append(rep.Samples, append(json.RawMessage(nil), raw...))
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -66,4 +67,33 @@ func TestBacktestPlantedFraud(t *testing.T) {
 		t.Errorf("report: %+v", rep)
 	}
 	t.Logf("%d events, %d decisions, new hits %v, changed %v", rep.Events, rep.Decisions, rep.NewHits, rep.ChangedByAction)
+}
+
+// Promoting a shadow rule to active changes decisions' actions and not the
+// rules they match: they are samples too.
+func TestBacktestPromotedShadowRule(t *testing.T) {
+	const doc = `
+streams:
+  tx: {topic: tx, key: user_id, time: ts, id: tx_id, decide: true}
+rules:
+  fives: {stream: tx, action: block, mode: %s, when: 'amount == 5'}
+`
+	current, err := rules.Load(fmt.Appendf(nil, doc, "shadow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	candidate, err := rules.Load(fmt.Appendf(nil, doc, "active"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := `{"stream":"tx","value":{"tx_id":"a","user_id":"u","amount":5,"ts":1}}
+{"stream":"tx","value":{"tx_id":"b","user_id":"u","amount":6,"ts":2}}
+`
+	rep, err := Backtest(context.Background(), current, candidate, []byte(input), 10, ReplayConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Changed != 1 || len(rep.Samples) != 1 || !strings.Contains(string(rep.Samples[0]), `"id":"a"`) {
+		t.Fatalf("changed %d, samples %s; want the decision of a", rep.Changed, rep.Samples)
+	}
 }
