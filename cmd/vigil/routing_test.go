@@ -239,7 +239,9 @@ func TestServeRoutingFailover(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(time.Second) // requests flowing before the kill
+	for sent.Load() < 200 { // requests flowing before the kill
+		time.Sleep(10 * time.Millisecond)
+	}
 	g.procs[0].cmd.Process.Signal(syscall.SIGKILL)
 	g.procs[0].cmd.Wait()
 	killed := time.Now()
