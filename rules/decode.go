@@ -27,7 +27,7 @@ func Parse(src []byte) (*Document, error) {
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(src, &root); err != nil {
-		return nil, ErrorList{yamlError(err)}
+		return nil, ErrorList{yamlError(err, src)}
 	}
 	doc := &Document{lines: strings.Split(string(src), "\n")}
 	d := &decoder{pos: make(map[string]Pos), lines: doc.lines}
@@ -43,8 +43,12 @@ func Parse(src []byte) (*Document, error) {
 }
 
 // yamlError turns a YAML syntax error ("yaml: line 3: ...") into a positioned
-// CompileError.
-func yamlError(err error) *CompileError {
+// CompileError with the source line. go-yaml gives no column, and its line
+// is 1-based for scanner errors but 0-based for parser errors (the "did not
+// find expected ..." ones, at the line where the unclosed mapping or
+// sequence starts, or where the problem was found): those are moved one
+// line down, and a line past the end of the text to its last line.
+func yamlError(err error, src []byte) *CompileError {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 0
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
@@ -54,7 +58,24 @@ func yamlError(err error) *CompileError {
 			}
 		}
 	}
-	return &CompileError{Path: "(document)", Line: line, Column: 1, Err: errors.New(msg)}
+	if yamlParserError(msg) {
+		line++
+	}
+	lines := strings.Split(strings.TrimRight(string(src), "\n\r\t "), "\n")
+	line = min(max(line, 1), len(lines))
+	return &CompileError{Path: "(document)", Line: line, Column: 1, Err: errors.New(msg),
+		Snippet: strings.ReplaceAll(strings.TrimRight(lines[line-1], "\r"), "\t", " ")}
+}
+
+// yamlParserError reports the messages of go-yaml's parser (as opposed to
+// its scanner), whose line numbers are 0-based.
+func yamlParserError(msg string) bool {
+	for _, s := range []string{"<document start>", "node content", "expected key", "'-' indicator", "',' or ']'", "',' or '}'"} {
+		if strings.HasPrefix(msg, "did not find expected") && strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // decoder walks a yaml.Node tree into Document types, collecting every error.

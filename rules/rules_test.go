@@ -111,6 +111,11 @@ func TestLoadErrors(t *testing.T) {
 		{"declared fields catch typos", "streams:\n  tx: {key: user_id, fields: {user_id: string, amount: number}, id: tx_id, decide: true}\nrules:\n  r: {stream: tx, action: block, when: 'amout > 5'}\n",
 			[]string{`2:69: streams.tx.id: unknown name tx_id`, `4:41: rules.r.when: unknown name amout`}},
 		{"yaml syntax", "streams: {tx: {key: u}\n", []string{`1:1: (document): did not find expected ',' or '}'`}},
+		// go-yaml's parser errors count lines from 0, its scanner's from 1.
+		{"unclosed mapping", "streams:\n  tx: {topic: t\nrules: {}\n", []string{`2:1: (document): did not find expected ',' or '}'`}},
+		{"unclosed sequence", "streams:\n  tx: {topic: t, key: u}\nrules:\n  r: [a, b\n", []string{`4:1: (document): did not find expected ',' or ']'`}},
+		{"mapping in a value", "streams:\n  tx: {topic: t}\nrules:\n  a: b: c\n", []string{`4:1: (document): mapping values are not allowed in this context`}},
+		{"tab indentation", "streams:\n  tx:\n\t topic: t\n", []string{`3:1: (document): found character that cannot start any token`}},
 		{"empty", "", []string{`1:1: (document): document is empty`}},
 		{"duplicate item", "streams:\n  tx: {key: u}\n  tx: {key: v}\n", []string{`3:3: streams.tx: "tx" is defined twice`}},
 	}
@@ -220,4 +225,13 @@ func FuzzLoad(f *testing.F) {
 			t.Fatalf("a loaded ruleset does not bind: %v", err)
 		}
 	})
+}
+
+// A YAML syntax error carries its source line (go-yaml gives no column).
+func TestYAMLErrorSnippet(t *testing.T) {
+	_, err := Load([]byte("streams:\n  tx: {topic: t\nrules: {}\n"))
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 1 || list[0].Snippet != "  tx: {topic: t" {
+		t.Fatalf("error %v, want one with the line of the unclosed mapping", err)
+	}
 }
