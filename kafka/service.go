@@ -381,9 +381,15 @@ func (s *Service) Run(ctx context.Context) error {
 
 	// Stop the tasks ourselves rather than through a revoke, so that their
 	// final checkpoints and commits run before the client leaves the group.
+	stopping := time.Now()
+	n := len(s.taskList())
+	s.log.Info("stopping: draining the tasks, final checkpoints and commits", "tasks", n, "timeout", s.cfg.ShutdownTimeout)
 	stop, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	s.stopTasks(stop, nil)
+	defer func() {
+		s.log.Info("stopped", "tasks", n, "took", time.Since(stopping).Round(time.Millisecond), "err", runErr)
+	}()
 	done := make(chan struct{})
 	go func() { cl.Close(); close(done) }()
 	select {
