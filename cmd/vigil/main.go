@@ -111,18 +111,38 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 // parse parses args, mapping flag errors to errUsage (the flag package has
 // printed them with the usage).
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	_, err := parseArgs(fs, args, 0)
+	return err
+}
+
+// parseArgs parses args that may hold up to max positional arguments among
+// the flags (`vigil replay rules.yaml --events e.ndjson` as well as the
+// flags first), and returns them. After "--" everything is positional.
+func parseArgs(fs *flag.FlagSet, args []string, max int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, errUsage
 		}
-		return errUsage
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			pos = append(pos, rest...) // the flag package consumed "--"
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
+	if len(pos) > max {
+		fmt.Fprintf(fs.Output(), "unexpected arguments: %s\n", strings.Join(pos[max:], " "))
 		fs.Usage()
-		return errUsage
+		return nil, errUsage
 	}
-	return nil
+	return pos, nil
 }
 
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {

@@ -20,7 +20,7 @@ import (
 )
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("replay", "replay --rules RULES.yaml --events EVENTS.ndjson [--out OUT.ndjson]", stderr)
+	fs := newFlags("replay", "replay RULES.yaml --events EVENTS.ndjson [--out OUT.ndjson]  (or --rules RULES.yaml)", stderr)
 	rulesPath := fs.String("rules", "", "ruleset document (YAML or JSON)")
 	eventsPath := fs.String("events", "-", "input records, NDJSON; - reads standard input")
 	outPath := fs.String("out", "-", "output records, NDJSON; - writes standard output")
@@ -28,11 +28,20 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	quiet := fs.Bool("quiet", false, "do not print the summary to standard error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
 	redisAddr := fs.String("redis", "", "Redis address (host:port) for the ruleset's redis enrichments")
-	if err := parse(fs, args); err != nil {
+	pos, err := parseArgs(fs, args, 1)
+	if err != nil {
 		return err
 	}
+	if len(pos) == 1 {
+		if *rulesPath != "" {
+			fmt.Fprintln(stderr, "give the ruleset once: as an argument or as --rules")
+			fs.Usage()
+			return errUsage
+		}
+		*rulesPath = pos[0]
+	}
 	if *rulesPath == "" {
-		fmt.Fprintln(stderr, "--rules is required")
+		fmt.Fprintln(stderr, "a ruleset is required (RULES.yaml, or --rules)")
 		fs.Usage()
 		return errUsage
 	}

@@ -24,7 +24,7 @@ import (
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "serve [--rules RULES.yaml] [--brokers HOST:PORT,...] [flags]", stderr)
+	fs := newFlags("serve", "serve [RULES.yaml] [--brokers HOST:PORT,...] [flags]  (RULES.yaml, or --rules, seeds an empty rules topic)", stderr)
 	d := kafka.DefaultConfig
 	cfg := d
 	rulesPath := fs.String("rules", "", "ruleset that seeds the rules topic when it is empty (default: the example ruleset)")
@@ -66,8 +66,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.String(configFlag, "", "YAML or JSON file of flag name: value (also VIGIL_CONFIG); precedence: flag > VIGIL_<FLAG> environment > this file > default (deployments/CONFIG.md)")
-	if err := parse(fs, args); err != nil {
+	pos, err := parseArgs(fs, args, 1)
+	if err != nil {
 		return err
+	}
+	if len(pos) == 1 {
+		if *rulesPath != "" {
+			fmt.Fprintln(stderr, "give the ruleset once: as an argument or as --rules")
+			fs.Usage()
+			return errUsage
+		}
+		*rulesPath = pos[0]
 	}
 	kafkaProps, err := applyConfig(fs, os.Environ())
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,17 +14,15 @@ import (
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("validate", "validate [--max-record-bytes N] RULES.yaml", stderr)
 	maxRecord := fs.Int("max-record-bytes", rules.DefaultMaxRecordBytes, "the record limit the service runs with: whole events are bounded by it in the cost check")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
+	pos, err := parseArgs(fs, args, 1)
+	if err != nil {
+		return err
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		fs.Usage()
 		return errUsage
 	}
-	path := fs.Arg(0)
+	path := pos[0]
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return err
