@@ -50,7 +50,7 @@ func advertiseAddr(flag string, listening net.Addr) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+	if wildcardHost(host) {
 		return "", nil
 	}
 	return listening.String(), nil

@@ -230,8 +230,7 @@ func apiOptions(addr, keysFile string, log *slog.Logger) (api.Options, error) {
 	}
 	opts.Keys = keys
 	if len(keys) == 0 {
-		host, _, err := net.SplitHostPort(addr)
-		if ip := net.ParseIP(host); err != nil || !(host == "localhost" || ip != nil && ip.IsLoopback()) {
+		if !loopbackListen(addr) {
 			return opts, fmt.Errorf("the API listens on %s with no API keys: give --api-keys FILE or %s", addr, api.KeysEnv)
 		}
 		log.Warn("no API keys: the API is open to local clients (give --api-keys or " + api.KeysEnv + ")")
