@@ -72,7 +72,6 @@ type ownerMap struct {
 		sync.Mutex
 		byPart map[int32]string // partition → owner's API address ("" if it has none)
 		stable bool             // the group was stable at the last description
-		at     time.Time        // of the last description
 	}
 	refresh chan struct{} // a description is wanted now (buffered 1)
 }
@@ -90,17 +89,6 @@ func (o *ownerMap) owner(p int32) (string, bool) {
 	defer o.mu.Unlock()
 	addr, ok := o.mu.byPart[p]
 	return addr, ok && o.mu.stable
-}
-
-// snapshot returns a copy of the map, for the entity view and tests.
-func (o *ownerMap) snapshot() map[int32]string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	m := make(map[int32]string, len(o.mu.byPart))
-	for p, a := range o.mu.byPart {
-		m[p] = a
-	}
-	return m
 }
 
 // poke asks for a new description without waiting for it.
@@ -125,7 +113,6 @@ func (o *ownerMap) set(byPart map[int32]string, stable bool) int {
 		o.mu.byPart = byPart
 	}
 	o.mu.stable = stable
-	o.mu.at = time.Now()
 	return changed
 }
 
@@ -171,8 +158,7 @@ func (s *Service) describeOwners(ctx context.Context) bool {
 		s.owners.set(nil, false)
 		return false
 	}
-	inputs := s.Ruleset()
-	first := InputTopics(inputs)
+	first := InputTopics(s.Ruleset())
 	if len(first) == 0 {
 		return true
 	}
@@ -213,6 +199,12 @@ func (s *Service) local(ctx context.Context, p int32) (*task, error) {
 	if t := s.task(p); t != nil {
 		return t, nil
 	}
+	if addr, ok := s.owners.owner(p); ok && addr != s.cfg.AdvertiseHTTP {
+		return nil, &NotOwnerError{Partition: p, Owner: addr}
+	}
+	// Nobody owns p as far as this instance knows, or this one does and
+	// its task is starting: ask the group now (only then: a request for
+	// a partition known to be elsewhere describes nothing), and wait.
 	s.owners.poke()
 	deadline := time.NewTimer(s.cfg.RouteWait)
 	defer deadline.Stop()

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"maps"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -100,4 +101,11 @@ func TestOwnersAcrossInstances(t *testing.T) {
 			}
 		}
 	}
+}
+
+// snapshot returns a copy of the map.
+func (o *ownerMap) snapshot() map[int32]string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.mu.byPart)
 }
