@@ -2,10 +2,10 @@ package kafka
 
 import (
 	"context"
-	"maps"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"testing"
 	"time"
 

@@ -284,7 +284,7 @@ func ReadRules(ctx context.Context, kc kconf.Config, topic string) ([]*RulesetVe
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	if err := kconf.Ping(ctx, kc); err != nil {
+	if err := kc.Check(ctx, kopts); err != nil {
 		return nil, err
 	}
 	cl, err := kgo.NewClient(kopts...)
@@ -320,7 +320,7 @@ func PushRules(ctx context.Context, kc kconf.Config, topic string, doc []byte, e
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	if err := kconf.Ping(ctx, kc); err != nil {
+	if err := kc.Check(ctx, kopts); err != nil {
 		return nil, err
 	}
 	if p := kc.Principal(); p != "" {

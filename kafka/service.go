@@ -190,7 +190,7 @@ func New(ctx context.Context, cfg Config, seed []byte, seedExplicit bool) (*Serv
 	}
 	// One request first, so that a wrong password or an untrusted CA is one
 	// clear error now, not clients retrying in the background.
-	if err := kconf.Ping(ctx, cfg.Kafka); err != nil {
+	if err := cfg.Kafka.Check(ctx, kopts); err != nil {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, kopts: kopts, owners: newOwnerMap(), log: cfg.Logger, tasks: make(map[int32]*task), ids: engine.NewIDIndex(),

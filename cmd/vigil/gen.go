@@ -296,11 +296,11 @@ func (g *liveGen) run(ctx context.Context, c workload.Config, kc kconf.Config) (
 	if err := kc.Validate(); err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	if err := kconf.Ping(ctx, kc); err != nil {
-		return nil, err
-	}
 	opts, err := kc.Opts()
 	if err != nil {
+		return nil, err
+	}
+	if err := kc.Check(ctx, opts); err != nil {
 		return nil, err
 	}
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.ClientID("vigil-gen")}, append(opts,

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -141,18 +142,23 @@ const DefaultPingTimeout = 15 * time.Second
 // Ping connects to the cluster once and asks for its metadata, so that an
 // unreachable broker, a wrong password or an untrusted certificate is one
 // clear error at start (see Explain) rather than retries in the background.
-// extra are options of the client being checked (a client ID, say).
-func Ping(ctx context.Context, c Config, extra ...kgo.Opt) error {
+func Ping(ctx context.Context, c Config) error {
 	opts, err := c.Opts()
 	if err != nil {
 		return err
 	}
+	return c.Check(ctx, opts)
+}
+
+// Check is Ping over the options Opts returned, for a caller that has them
+// already (the files they read are read once).
+func (c Config) Check(ctx context.Context, opts []kgo.Opt) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultPingTimeout)
 		defer cancel()
 	}
-	cl, err := kgo.NewClient(append(append(opts, extra...), kgo.RequestRetries(0))...)
+	cl, err := kgo.NewClient(append(slices.Clip(opts), kgo.RequestRetries(0))...)
 	if err != nil {
 		return c.Explain(err)
 	}
