@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"strings"
 
 	"github.com/vigil-cep/vigil/kafka/kconf"
@@ -56,18 +55,6 @@ func (k *kafkaClient) config(environ []string, fromConfig []kconf.Setting) (kcon
 	}
 	if *k.brokers != "" {
 		c.Brokers = strings.Split(*k.brokers, ",")
-	}
-	return c, nil
-}
-
-// dial resolves the connection and checks that it is complete.
-func (k *kafkaClient) dial(environ []string) (kconf.Config, error) {
-	c, err := k.config(environ, nil)
-	if err != nil {
-		return c, err
-	}
-	if err := c.Validate(); err != nil {
-		return c, fmt.Errorf("kafka: %w", err)
 	}
 	return c, nil
 }

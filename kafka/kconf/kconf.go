@@ -125,24 +125,24 @@ func (c *Config) protocol() string {
 
 // A property is one client setting Vigil reads, under Kafka's name for it.
 type property struct {
-	name   string
-	secret bool
-	set    func(c *Config, v string) error
-	about  string
+	name string
+	set  func(c *Config, v string) error
 }
 
 // properties are the client properties Vigil knows. The names are those of
 // Kafka's Java client and librdkafka, so that one file configures Vigil,
 // kcat and the team's other clients.
 var properties = []property{
-	{name: "bootstrap.servers", about: "host:port,... (--brokers overrides it)", set: func(c *Config, v string) error {
+	// bootstrap.servers: host:port,... (--brokers overrides it)
+	{name: "bootstrap.servers", set: func(c *Config, v string) error {
 		c.Brokers = splitList(v)
 		if len(c.Brokers) == 0 {
 			return errors.New("no broker address")
 		}
 		return nil
 	}},
-	{name: "security.protocol", about: "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", set: func(c *Config, v string) error {
+	// security.protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+	{name: "security.protocol", set: func(c *Config, v string) error {
 		switch p := strings.ToUpper(v); p {
 		case Plaintext, SSL, SASLPlaintext, SASLSSL:
 			c.Protocol = p
@@ -150,11 +150,14 @@ var properties = []property{
 		}
 		return fmt.Errorf("%q is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL", v)
 	}},
-	{name: "sasl.mechanism", about: "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM", set: setMechanism},
-	{name: "sasl.mechanisms", about: "librdkafka's name for sasl.mechanism", set: setMechanism},
+	// sasl.mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM
+	{name: "sasl.mechanism", set: setMechanism},
+	// sasl.mechanisms: librdkafka's name for sasl.mechanism
+	{name: "sasl.mechanisms", set: setMechanism},
 	{name: "sasl.username", set: func(c *Config, v string) error { c.Username = v; return nil }},
-	{name: "sasl.password", secret: true, set: func(c *Config, v string) error { c.Password = Secret(v); return nil }},
-	{name: "sasl.oauthbearer.token.endpoint.url", about: "file:///path: the OAUTHBEARER token, re-read at each authentication", set: func(c *Config, v string) error {
+	{name: "sasl.password", set: func(c *Config, v string) error { c.Password = Secret(v); return nil }},
+	// sasl.oauthbearer.token.endpoint.url: file:///path: the OAUTHBEARER token, re-read at each authentication
+	{name: "sasl.oauthbearer.token.endpoint.url", set: func(c *Config, v string) error {
 		path, ok := strings.CutPrefix(v, "file://")
 		if !ok || path == "" {
 			return fmt.Errorf("%q: Vigil reads the token from a file (file:///path/to/token); fetching it from an identity provider is left to a sidecar that writes that file", v)
@@ -162,10 +165,14 @@ var properties = []property{
 		c.TokenFile = path
 		return nil
 	}},
-	{name: "ssl.ca.location", about: "PEM file of the CAs that sign the brokers' certificates (default: the system roots)", set: func(c *Config, v string) error { c.CAFile = v; return nil }},
-	{name: "ssl.certificate.location", about: "PEM client certificate (mutual TLS), with ssl.key.location", set: func(c *Config, v string) error { c.CertFile = v; return nil }},
-	{name: "ssl.key.location", about: "PEM private key of the client certificate", set: func(c *Config, v string) error { c.KeyFile = v; return nil }},
-	{name: "ssl.endpoint.identification.algorithm", about: "https (default: check the broker's host name) or none", set: func(c *Config, v string) error {
+	// ssl.ca.location: PEM file of the CAs that sign the brokers' certificates (default: the system roots)
+	{name: "ssl.ca.location", set: func(c *Config, v string) error { c.CAFile = v; return nil }},
+	// ssl.certificate.location: PEM client certificate (mutual TLS), with ssl.key.location
+	{name: "ssl.certificate.location", set: func(c *Config, v string) error { c.CertFile = v; return nil }},
+	// ssl.key.location: PEM private key of the client certificate
+	{name: "ssl.key.location", set: func(c *Config, v string) error { c.KeyFile = v; return nil }},
+	// ssl.endpoint.identification.algorithm: https (default: check the broker's host name) or none
+	{name: "ssl.endpoint.identification.algorithm", set: func(c *Config, v string) error {
 		switch strings.ToLower(v) {
 		case "https":
 			c.NoHostnameCheck = false
@@ -205,12 +212,6 @@ func Known() []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// IsSecret reports whether the property holds a secret.
-func IsSecret(name string) bool {
-	p := lookup(name)
-	return p != nil && p.secret
 }
 
 // Setting is one property and where it was read, for error messages.
