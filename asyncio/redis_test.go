@@ -169,7 +169,7 @@ func TestRedisKilledMidStream(t *testing.T) {
 	}
 	t.Logf("after the kill: %d of %d fallbacks from the open breaker; stats %+v", circuitOpen, len(outs), op.Stats())
 
-	srv = startRedis(t, srv.port)
+	startRedis(t, srv.port) // the same port: the lookup reconnects to it
 	seed()
 	deadline := time.Now().Add(5 * time.Second)
 	tick := time.NewTicker(20 * time.Millisecond) // paces the probes, the breaker cools down meanwhile

@@ -189,12 +189,6 @@ func (s *Stats) counters() []*int64 {
 		&s.Lookups, &s.LookupFallbacks}
 }
 
-// History values are Rows of a stream's history fields, or whole maps.
-const (
-	histMap byte = iota
-	histRow
-)
-
 func (t *Task) encodeKeys(e *codec.Encoder) error {
 	keys := slices.SortedFunc(t.keys.all(), func(a, b *keyState) int { return strings.Compare(a.key, b.key) })
 	e.Int(len(keys))
