@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/vigil-cep/vigil/service"
 )
 
 func TestUnauthorized(t *testing.T) {
@@ -201,7 +202,7 @@ func TestNoAuth(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.Keys, o.NoAuth = nil, true })
 	rec := f.do(req{method: "PUT", path: "/v1/ruleset", token: "-", body: baseDoc, ctype: "application/yaml", ifMatch: `"0"`})
 	mustStatus(t, rec, http.StatusOK)
-	if v := decodeBody[Version](t, rec); v.Author != "anonymous" {
+	if v := decodeBody[service.Version](t, rec); v.Author != "anonymous" {
 		t.Errorf("author %q", v.Author)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vigil-cep/vigil/service"
 	"net/http"
 	"slices"
 	"strings"
@@ -25,7 +26,7 @@ type decidingStreams struct {
 func (h *Handler) decideStream(w http.ResponseWriter, r *http.Request, stream string) (string, bool) {
 	cur, err := h.b.Ruleset(r.Context())
 	if err != nil || cur == nil || cur.Number == 0 {
-		if err == nil || errors.Is(err, ErrNotFound) {
+		if err == nil || errors.Is(err, service.ErrNotFound) {
 			h.problem(w, r, http.StatusServiceUnavailable, probUnavailable, "no ruleset was published yet")
 			return "", false
 		}

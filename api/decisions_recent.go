@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"sync"
+
+	"github.com/vigil-cep/vigil/service"
 )
 
 // Recent decisions limits.
@@ -25,7 +27,7 @@ func (h *Handler) listDecisions(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q := DecisionQuery{Limit: int(limit), Action: r.URL.Query().Get("action"), Rule: r.URL.Query().Get("rule")}
+	q := service.DecisionQuery{Limit: int(limit), Action: r.URL.Query().Get("action"), Rule: r.URL.Query().Get("rule")}
 	switch q.Action {
 	case "", "allow", "review", "block":
 	default:
@@ -41,38 +43,6 @@ func (h *Handler) listDecisions(w http.ResponseWriter, r *http.Request) {
 		recs = []json.RawMessage{}
 	}
 	writeJSON(w, http.StatusOK, recentDecisions{Decisions: recs, Scanned: scanned})
-}
-
-// matchesQuery reports whether a decision record is one q selects.
-func matchesQuery(rec []byte, q DecisionQuery) bool {
-	if q.Action == "" && q.Rule == "" {
-		return true
-	}
-	var d struct {
-		Action string `json:"action"`
-		Rules  []struct {
-			Rule string `json:"rule"`
-		} `json:"rules"`
-		Shadow []struct {
-			Rule string `json:"rule"`
-		} `json:"shadow"`
-	}
-	if json.Unmarshal(rec, &d) != nil || q.Action != "" && d.Action != q.Action {
-		return false
-	}
-	if q.Rule == "" {
-		return true
-	}
-	for _, hits := range [][]struct {
-		Rule string `json:"rule"`
-	}{d.Rules, d.Shadow} {
-		for _, hit := range hits {
-			if hit.Rule == q.Rule {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // explainedSize bounds explainedCache: the ids whose features the handler
@@ -121,7 +91,7 @@ func (c *explainedCache) get(id string) map[string]map[string]any {
 }
 
 // remember keeps the features of a decision just answered.
-func (h *Handler) remember(d *Decision) {
+func (h *Handler) remember(d *service.Decision) {
 	if len(d.Features) == 0 {
 		return
 	}

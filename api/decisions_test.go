@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/vigil-cep/vigil/service"
 )
 
 func TestDecisions(t *testing.T) {
@@ -141,21 +143,21 @@ func TestEntities(t *testing.T) {
 	f := newFixture(t)
 	rec := f.do(req{path: "/v1/entities/u%2F1?limit=5&before=99&stream=transactions", token: tokReader})
 	mustStatus(t, rec, http.StatusOK)
-	e := decodeBody[Entity](t, rec)
+	e := decodeBody[service.Entity](t, rec)
 	if e.Key != "u/1" || e.Watermark != 42 || len(e.History["transactions"]) != 1 {
 		t.Errorf("entity %s", rec.Body)
 	}
 	f.b.mu.Lock()
 	q := f.b.mu.entityQuery
 	f.b.mu.Unlock()
-	if q != (EntityQuery{Limit: 5, Before: 99, Stream: "transactions"}) {
+	if q != (service.EntityQuery{Limit: 5, Before: 99, Stream: "transactions"}) {
 		t.Errorf("query %+v", q)
 	}
 	mustStatus(t, f.do(req{path: "/v1/entities/u1", token: tokAnalyst}), http.StatusOK)
 	f.b.mu.Lock()
 	q = f.b.mu.entityQuery
 	f.b.mu.Unlock()
-	if q != (EntityQuery{Limit: defaultEntityLimit}) {
+	if q != (service.EntityQuery{Limit: defaultEntityLimit}) {
 		t.Errorf("default query %+v", q)
 	}
 	mustProblem(t, f.do(req{path: "/v1/entities/u2"}), http.StatusNotFound, probNotFound)
@@ -185,7 +187,7 @@ func FuzzDecisionBody(f *testing.F) {
 		rec := httptest.NewRecorder()
 		openAPIChecked(t, fx.h).ServeHTTP(rec, hr)
 		if rec.Code == http.StatusOK {
-			var d Decision
+			var d service.Decision
 			if rec.Header().Get("Content-Type") != "application/json" || json.Unmarshal(rec.Body.Bytes(), &d) != nil || !json.Valid(d.Record) {
 				t.Fatalf("200 that is not a decision: %s", rec.Body)
 			}

@@ -77,7 +77,7 @@
 // Responses about the ruleset carry ETag: "<version>". Every write needs
 // If-Match with the version it changes ("0" before the first version; "*"
 // for whatever is current): 428 without it, 412 when it names another
-// version or Publish reports ErrVersionConflict (the problem's
+// version or Publish reports service.ErrVersionConflict (the problem's
 // current_version says which is current). A document that does not load is
 // 422 with every error (path, line, column, message, snippet); for item
 // edits the positions are in the re-encoded JSON document. ?comment= on a
@@ -148,9 +148,9 @@
 // # Decisions
 //
 // POST /v1/decisions takes the event as a JSON object and ?stream= (which
-// may be left out when exactly one stream decides). 200 with the Decision,
+// may be left out when exactly one stream decides). 200 with the service.Decision,
 // with Idempotent-Replay: true when the id was already decided; 409 for the
-// same id with another body; 429 (ErrSaturated) and 503 (ErrNotOwner) with
+// same id with another body; 429 (service.ErrSaturated) and 503 (service.ErrNotOwner) with
 // Retry-After. GET /v1/decisions/{id} adds the features the POST answered
 // with when the Backend returns the record alone (the service's lookup
 // does): the Handler remembers them for the last explainedSize ids it

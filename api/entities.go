@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"github.com/vigil-cep/vigil/service"
 	"math"
 	"net/http"
 )
@@ -27,7 +28,7 @@ func (h *Handler) getEntity(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q := EntityQuery{Limit: int(limit), Before: before, Stream: r.URL.Query().Get("stream")}
+	q := service.EntityQuery{Limit: int(limit), Before: before, Stream: r.URL.Query().Get("stream")}
 	e, err := h.b.Entity(r.Context(), key, q)
 	if owner, ok := h.canForward(r, err); ok {
 		h.forward(w, r, owner, nil)

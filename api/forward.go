@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/vigil-cep/vigil/service"
 	"io"
 	"net"
 	"net/http"
@@ -46,20 +47,6 @@ type Peers struct {
 
 // MinPeerSecretBytes is the shortest peer secret New accepts.
 const MinPeerSecretBytes = 32
-
-// NotOwnerError is ErrNotOwner naming the instance that owns the key: Owner
-// is the address of its API, "" when no instance owns it now (a rebalance).
-type NotOwnerError struct{ Owner string }
-
-func (e *NotOwnerError) Error() string {
-	if e.Owner == "" {
-		return "no instance owns this key now"
-	}
-	return "the instance at " + e.Owner + " owns this key"
-}
-
-// Is makes errors.Is(err, ErrNotOwner) hold.
-func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
 
 // The headers of a forwarded request.
 const (
@@ -124,7 +111,7 @@ func (h *Handler) peerKey(r *http.Request) (Key, error) {
 // canForward reports whether a request that failed with err should go to
 // the owner instead, and to which address.
 func (h *Handler) canForward(r *http.Request, err error) (string, bool) {
-	var no *NotOwnerError
+	var no *service.NotOwnerError
 	if !errors.As(err, &no) || no.Owner == "" || forwarded(r) {
 		return "", false
 	}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vigil-cep/vigil/service"
 )
 
 // elsewhere is a backend that owns no key: it names owner for every
@@ -17,12 +19,12 @@ type elsewhere struct {
 	owner string
 }
 
-func (b elsewhere) Decide(context.Context, string, []byte) (*Decision, bool, error) {
-	return nil, false, &NotOwnerError{Owner: b.owner}
+func (b elsewhere) Decide(context.Context, string, []byte) (*service.Decision, bool, error) {
+	return nil, false, &service.NotOwnerError{Owner: b.owner}
 }
 
-func (b elsewhere) Entity(context.Context, string, EntityQuery) (*Entity, error) {
-	return nil, &NotOwnerError{Owner: b.owner}
+func (b elsewhere) Entity(context.Context, string, service.EntityQuery) (*service.Entity, error) {
+	return nil, &service.NotOwnerError{Owner: b.owner}
 }
 
 func decidedBy(b *memBackend) int {

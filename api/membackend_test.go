@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vigil-cep/vigil/service"
+
 	"github.com/vigil-cep/vigil/rules"
 )
 
@@ -18,27 +20,27 @@ import (
 type memBackend struct {
 	mu struct {
 		sync.Mutex
-		versions     []*Version
+		versions     []*service.Version
 		decisions    map[string]memDecision
 		order        []string // decision ids, oldest first
 		recentErr    error    // RecentDecisions fails with it
 		ready        error
-		conflictOnce bool // the next Publish reports ErrVersionConflict
+		conflictOnce bool // the next Publish reports service.ErrVersionConflict
 		backtest     struct {
 			candidate, events []byte
 			limit             int
 			calls             int
 		}
-		entityQuery  EntityQuery
+		entityQuery  service.EntityQuery
 		entityKey    string // the key last asked for, exactly
-		storeLimit   int    // > 0: Publish refuses larger documents (TooLargeError)
+		storeLimit   int    // > 0: Publish refuses larger documents (service.TooLargeError)
 		failVersions error
 	}
 }
 
 type memDecision struct {
 	body []byte // canonical event
-	d    *Decision
+	d    *service.Decision
 }
 
 var memEpoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -49,16 +51,16 @@ func newMemBackend() *memBackend {
 	return b
 }
 
-func (b *memBackend) Ruleset(ctx context.Context) (*Version, error) {
+func (b *memBackend) Ruleset(ctx context.Context) (*service.Version, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.mu.versions) == 0 {
-		return nil, ErrNotFound
+		return nil, service.ErrNotFound
 	}
 	return b.mu.versions[len(b.mu.versions)-1], nil
 }
 
-func (b *memBackend) Versions(ctx context.Context) ([]*Version, error) {
+func (b *memBackend) Versions(ctx context.Context) ([]*service.Version, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.mu.failVersions != nil {
@@ -67,50 +69,50 @@ func (b *memBackend) Versions(ctx context.Context) ([]*Version, error) {
 	return slices.Clone(b.mu.versions), nil
 }
 
-func (b *memBackend) Version(ctx context.Context, n int64) (*Version, error) {
+func (b *memBackend) Version(ctx context.Context, n int64) (*service.Version, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if n < 1 || n > int64(len(b.mu.versions)) {
-		return nil, ErrNotFound
+		return nil, service.ErrNotFound
 	}
 	return b.mu.versions[n-1], nil
 }
 
-func (b *memBackend) Publish(ctx context.Context, doc []byte, expect int64, change Change) (*Version, error) {
+func (b *memBackend) Publish(ctx context.Context, doc []byte, expect int64, change service.Change) (*service.Version, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.mu.conflictOnce {
 		b.mu.conflictOnce = false
-		return nil, ErrVersionConflict
+		return nil, service.ErrVersionConflict
 	}
 	if cur := int64(len(b.mu.versions)); expect != cur {
-		return nil, ErrVersionConflict
+		return nil, service.ErrVersionConflict
 	}
 	rs, err := rules.Load(doc)
 	if err != nil {
 		return nil, fmt.Errorf("publish: %w", err)
 	}
 	if b.mu.storeLimit > 0 && len(doc) > b.mu.storeLimit {
-		return nil, &TooLargeError{Limit: int64(b.mu.storeLimit), Err: fmt.Errorf("the document is %d bytes, more than the store takes (%d)", len(doc), b.mu.storeLimit)}
+		return nil, &service.TooLargeError{Limit: int64(b.mu.storeLimit), Err: fmt.Errorf("the document is %d bytes, more than the store takes (%d)", len(doc), b.mu.storeLimit)}
 	}
 	n := int64(len(b.mu.versions)) + 1
-	v := &Version{Number: n, Digest: rs.Version, Document: bytes.Clone(doc), Time: memEpoch.Add(time.Duration(n) * time.Minute), Change: change}
+	v := &service.Version{Number: n, Digest: rs.Version, Document: bytes.Clone(doc), Time: memEpoch.Add(time.Duration(n) * time.Minute), Change: change}
 	b.mu.versions = append(b.mu.versions, v)
 	return v, nil
 }
 
 // Decide reads the event's tx_id. Test switches in the event: "_saturate",
 // "_not_owner", "_panic", "_fail".
-func (b *memBackend) Decide(ctx context.Context, stream string, body []byte) (*Decision, bool, error) {
+func (b *memBackend) Decide(ctx context.Context, stream string, body []byte) (*service.Decision, bool, error) {
 	var ev map[string]any
 	if err := json.Unmarshal(body, &ev); err != nil {
 		return nil, false, fmt.Errorf("decode event: %w", err)
 	}
 	switch {
 	case ev["_saturate"] != nil:
-		return nil, false, ErrSaturated
+		return nil, false, service.ErrSaturated
 	case ev["_not_owner"] != nil:
-		return nil, false, fmt.Errorf("route: %w", ErrNotOwner)
+		return nil, false, fmt.Errorf("route: %w", service.ErrNotOwner)
 	case ev["_panic"] != nil:
 		panic("memBackend: asked to panic")
 	case ev["_fail"] != nil:
@@ -122,11 +124,11 @@ func (b *memBackend) Decide(ctx context.Context, stream string, body []byte) (*D
 	defer b.mu.Unlock()
 	if old, ok := b.mu.decisions[id]; ok {
 		if !bytes.Equal(old.body, canon) {
-			return nil, false, ErrIDConflict
+			return nil, false, service.ErrIDConflict
 		}
 		return old.d, true, nil
 	}
-	d := &Decision{Record: memRecord(id, stream, ev)}
+	d := &service.Decision{Record: memRecord(id, stream, ev)}
 	if amount, _ := ev["amount"].(float64); amount > 100 {
 		d.Features = map[string]map[string]any{"big": {"amount": amount}}
 	}
@@ -168,16 +170,16 @@ func memRecord(id, stream string, ev map[string]any) json.RawMessage {
 
 // Decision returns the record alone, as the service's does: the features
 // come from the Handler's memory of what it answered.
-func (b *memBackend) Decision(ctx context.Context, id string) (*Decision, error) {
+func (b *memBackend) Decision(ctx context.Context, id string) (*service.Decision, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if d, ok := b.mu.decisions[id]; ok {
-		return &Decision{Record: d.d.Record}, nil
+		return &service.Decision{Record: d.d.Record}, nil
 	}
-	return nil, ErrNotFound
+	return nil, service.ErrNotFound
 }
 
-func (b *memBackend) RecentDecisions(ctx context.Context, q DecisionQuery) ([]json.RawMessage, int, error) {
+func (b *memBackend) RecentDecisions(ctx context.Context, q service.DecisionQuery) ([]json.RawMessage, int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.mu.recentErr != nil {
@@ -185,34 +187,34 @@ func (b *memBackend) RecentDecisions(ctx context.Context, q DecisionQuery) ([]js
 	}
 	var out []json.RawMessage
 	for i := len(b.mu.order) - 1; i >= 0 && len(out) < q.Limit; i-- {
-		if rec := b.mu.decisions[b.mu.order[i]].d.Record; matchesQuery(rec, q) {
+		if rec := b.mu.decisions[b.mu.order[i]].d.Record; q.Selects(rec) {
 			out = append(out, rec)
 		}
 	}
 	return out, len(b.mu.order), nil
 }
 
-func (b *memBackend) Entity(ctx context.Context, key string, q EntityQuery) (*Entity, error) {
+func (b *memBackend) Entity(ctx context.Context, key string, q service.EntityQuery) (*service.Entity, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.mu.entityQuery = q
 	b.mu.entityKey = key
 	switch key {
 	case "u/1", "u1":
-		return &Entity{Key: key, History: map[string][]json.RawMessage{"transactions": {json.RawMessage(`{"time":1000,"event":{"amount":5}}`)}}, Partials: map[string]int{}, Watermark: 42, LagMillis: 7, Task: 3}, nil
+		return &service.Entity{Key: key, History: map[string][]json.RawMessage{"transactions": {json.RawMessage(`{"time":1000,"event":{"amount":5}}`)}}, Partials: map[string]int{}, Watermark: 42, LagMillis: 7, Task: 3}, nil
 	case "fresh": // on a task that has no watermark yet
-		return &Entity{Key: key, History: map[string][]json.RawMessage{}, Windows: []json.RawMessage{}, Partials: map[string]int{},
-			Decisions: []json.RawMessage{}, Watermark: NoWatermark, LagMillis: 12345, Task: 1}, nil
+		return &service.Entity{Key: key, History: map[string][]json.RawMessage{}, Windows: []json.RawMessage{}, Partials: map[string]int{},
+			Decisions: []json.RawMessage{}, Watermark: service.NoWatermark, LagMillis: 12345, Task: 1}, nil
 	}
-	return nil, ErrNotFound
+	return nil, service.ErrNotFound
 }
 
-func (b *memBackend) Backtest(ctx context.Context, candidate []byte, events []byte, limit int) (*BacktestReport, error) {
+func (b *memBackend) Backtest(ctx context.Context, candidate []byte, events []byte, limit int) (*service.BacktestReport, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.mu.backtest.candidate, b.mu.backtest.events, b.mu.backtest.limit = candidate, events, limit
 	b.mu.backtest.calls++
-	return &BacktestReport{Events: int64(bytes.Count(events, []byte("\n"))), Hits: map[string]int64{}, ChangedByAction: map[string]int64{}, Samples: []json.RawMessage{}}, nil
+	return &service.BacktestReport{Events: int64(bytes.Count(events, []byte("\n"))), Hits: map[string]int64{}, ChangedByAction: map[string]int64{}, Samples: []json.RawMessage{}}, nil
 }
 
 func (b *memBackend) Ready(ctx context.Context) error {

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vigil-cep/vigil/service"
+
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
@@ -259,7 +261,7 @@ func TestOpenAPICheckBites(t *testing.T) {
 			return r
 		}, "urn:vigil:problem:forbidden"},
 		{"a request the document refuses, accepted", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusOK, Decision{Record: json.RawMessage(`{"kind":"decision","id":"x","stream":"s","key":"k","time":1,"action":"allow","score":0,"rules":[],"shadow":[],"errors":[]}`)})
+			writeJSON(w, http.StatusOK, service.Decision{Record: json.RawMessage(`{"kind":"decision","id":"x","stream":"s","key":"k","time":1,"action":"allow","score":0,"rules":[],"shadow":[],"errors":[]}`)})
 		}), func() *http.Request {
 			r := decide()
 			r.Body = io.NopCloser(strings.NewReader(`["not", "an", "object"]`))

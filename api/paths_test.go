@@ -114,30 +114,3 @@ func decodeProblem(t *testing.T, body string) problem {
 	}
 	return p
 }
-
-// TestRealServiceEntityPaths: the service's entity and decision lookups get
-// keys and ids exactly as sent, '%', '/', spaces and non-ASCII included.
-func TestRealServiceEntityPaths(t *testing.T) {
-	srv := realService(t)
-	const admin, gw, js = "admin-token-0123456789", "decider-token-0123456789", "application/json"
-	for i, key := range []string{"pct%41", "u/1", "u%2F1", "with space", "üser 名前"} {
-		id := fmt.Sprintf("%s-t%d", key, i)
-		ev, _ := json.Marshal(map[string]any{"tx_id": id, "user_id": key, "amount": 5, "ts": 1767225600000 + i})
-		if status, body, _ := call(t, srv, gw, "POST", "/v1/decisions?stream=tx", js, string(ev)); status != 200 {
-			t.Fatalf("decide %q: %d %s", id, status, body)
-		}
-		status, body, _ := call(t, srv, admin, "GET", "/v1/entities/"+url.PathEscape(key), "", "")
-		var e struct {
-			Key     string
-			History map[string][]json.RawMessage
-		}
-		json.Unmarshal([]byte(body), &e)
-		if status != 200 || e.Key != key || len(e.History["tx"]) != 1 {
-			t.Errorf("GET /v1/entities/%s: %d %s; want key %q with its one event", url.PathEscape(key), status, body, key)
-		}
-		status, body, _ = call(t, srv, gw, "GET", "/v1/decisions/"+url.PathEscape(id), "", "")
-		if status != 200 || !strings.Contains(body, fmt.Sprintf(`"id":%q`, id)) {
-			t.Errorf("GET /v1/decisions/%s: %d %s", url.PathEscape(id), status, body)
-		}
-	}
-}

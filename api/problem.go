@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/vigil-cep/vigil/service"
 	"net/http"
 	"strconv"
 
@@ -127,7 +128,7 @@ func (h *Handler) backendError(w http.ResponseWriter, r *http.Request, what stri
 		h.invalidDocument(w, r, list)
 		return
 	}
-	if tl := (*TooLargeError)(nil); errors.As(err, &tl) {
+	if tl := (*service.TooLargeError)(nil); errors.As(err, &tl) {
 		p := &problem{Type: probRulesetTooLarge.uri, Title: probRulesetTooLarge.title,
 			Status: http.StatusRequestEntityTooLarge, Detail: tl.Error()}
 		if tl.Limit > 0 {
@@ -137,21 +138,21 @@ func (h *Handler) backendError(w http.ResponseWriter, r *http.Request, what stri
 		return
 	}
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, service.ErrNotFound):
 		h.problem(w, r, http.StatusNotFound, probNotFound, what+": not found")
-	case errors.Is(err, ErrVersionConflict):
+	case errors.Is(err, service.ErrVersionConflict):
 		h.problem(w, r, http.StatusPreconditionFailed, probPrecondition, "the ruleset changed concurrently; read it again and retry with its ETag")
-	case errors.Is(err, ErrIDConflict):
+	case errors.Is(err, service.ErrIDConflict):
 		h.problem(w, r, http.StatusConflict, probIDConflict, "this id was already decided with another body")
-	case errors.Is(err, ErrBadEvent):
+	case errors.Is(err, service.ErrBadEvent):
 		h.problem(w, r, http.StatusUnprocessableEntity, probBadEvent, err.Error())
-	case errors.Is(err, ErrSaturated):
+	case errors.Is(err, service.ErrSaturated):
 		w.Header().Set("Retry-After", h.retryAfter)
 		h.problem(w, r, http.StatusTooManyRequests, probSaturated, "the task that owns this key is saturated; retry after "+h.retryAfter+"s")
-	case errors.Is(err, ErrNotOwner):
+	case errors.Is(err, service.ErrNotOwner):
 		w.Header().Set("Retry-After", h.retryAfter)
 		h.problem(w, r, http.StatusServiceUnavailable, probNotOwner, "another instance owns this key's partition; retry (through the load balancer) after "+h.retryAfter+"s")
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, service.ErrUnavailable):
 		h.problem(w, r, http.StatusServiceUnavailable, probUnavailable, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		h.problem(w, r, http.StatusServiceUnavailable, probUnavailable, what+": timed out")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vigil-cep/vigil/service"
 	"maps"
 	"net/http"
 	"net/url"
@@ -18,16 +19,16 @@ import (
 // versionView is a version as the API shows it: its metadata and, where
 // asked, its document as a JSON object.
 type versionView struct {
-	*Version
+	*service.Version
 	Document json.RawMessage `json:"document,omitempty"`
 }
 
 // current returns the current version; version 0 with no document when
 // nothing was published yet.
-func (h *Handler) current(w http.ResponseWriter, r *http.Request) (*Version, bool) {
+func (h *Handler) current(w http.ResponseWriter, r *http.Request) (*service.Version, bool) {
 	v, err := h.b.Ruleset(r.Context())
-	if errors.Is(err, ErrNotFound) || err == nil && v == nil {
-		return &Version{}, true
+	if errors.Is(err, service.ErrNotFound) || err == nil && v == nil {
+		return &service.Version{}, true
 	}
 	if err != nil {
 		h.backendError(w, r, "read the current ruleset", err)
@@ -37,7 +38,7 @@ func (h *Handler) current(w http.ResponseWriter, r *http.Request) (*Version, boo
 }
 
 // documentJSON renders a published document as a JSON object.
-func documentJSON(v *Version) (json.RawMessage, error) {
+func documentJSON(v *service.Version) (json.RawMessage, error) {
 	doc, err := rulesdoc.Parse(v.Document)
 	if err != nil {
 		return nil, err
@@ -47,7 +48,7 @@ func documentJSON(v *Version) (json.RawMessage, error) {
 
 // writeVersion answers with a version and its document: JSON by default,
 // the document as published when the client prefers YAML.
-func (h *Handler) writeVersion(w http.ResponseWriter, r *http.Request, v *Version) {
+func (h *Handler) writeVersion(w http.ResponseWriter, r *http.Request, v *service.Version) {
 	if wantsYAML(r) {
 		w.Header().Set("Content-Type", "application/yaml")
 		w.WriteHeader(http.StatusOK)
@@ -95,7 +96,7 @@ func (h *Handler) putRuleset(w http.ResponseWriter, r *http.Request) {
 	if !ok || !h.checkIfMatch(w, r, m, cur) {
 		return
 	}
-	v, err := h.b.Publish(r.Context(), body, cur.Number, Change{Author: caller(r.Context()).Name, Comment: comment})
+	v, err := h.b.Publish(r.Context(), body, cur.Number, service.Change{Author: caller(r.Context()).Name, Comment: comment})
 	if err != nil {
 		h.backendError(w, r, "publish the ruleset", err)
 		return
@@ -105,7 +106,7 @@ func (h *Handler) putRuleset(w http.ResponseWriter, r *http.Request) {
 }
 
 // checkIfMatch answers 412 when m does not match the current version.
-func (h *Handler) checkIfMatch(w http.ResponseWriter, r *http.Request, m ifMatch, cur *Version) bool {
+func (h *Handler) checkIfMatch(w http.ResponseWriter, r *http.Request, m ifMatch, cur *service.Version) bool {
 	if m.matches(cur.Number) {
 		return true
 	}
@@ -123,7 +124,7 @@ func (h *Handler) checkIfMatch(w http.ResponseWriter, r *http.Request, m ifMatch
 // version If-Match names, the handler changes doc, publish publishes it.
 type edit struct {
 	h       *Handler
-	cur     *Version
+	cur     *service.Version
 	doc     rulesdoc.Document
 	orig    []byte // doc's encoding before the change
 	comment string
@@ -153,7 +154,7 @@ func (h *Handler) beginEdit(w http.ResponseWriter, r *http.Request, m ifMatch, c
 // publish re-encodes the edited document as JSON and publishes it as the
 // version after the current one. An edit that changes nothing publishes
 // nothing and returns the current version.
-func (e *edit) publish(w http.ResponseWriter, r *http.Request) (*Version, bool) {
+func (e *edit) publish(w http.ResponseWriter, r *http.Request) (*service.Version, bool) {
 	src, err := e.doc.Encode()
 	if err != nil {
 		e.h.problem(w, r, http.StatusBadRequest, probBadRequest, err.Error())
@@ -162,7 +163,7 @@ func (e *edit) publish(w http.ResponseWriter, r *http.Request) (*Version, bool) 
 	if e.cur.Number > 0 && bytes.Equal(e.orig, src) {
 		return e.cur, true
 	}
-	v, err := e.h.b.Publish(r.Context(), src, e.cur.Number, Change{Author: caller(r.Context()).Name, Comment: e.comment})
+	v, err := e.h.b.Publish(r.Context(), src, e.cur.Number, service.Change{Author: caller(r.Context()).Name, Comment: e.comment})
 	if err != nil {
 		e.h.backendError(w, r, "publish the ruleset", err)
 		return nil, false
@@ -238,7 +239,7 @@ type itemList struct {
 
 // currentIndex returns the current version and its item index; on failure it
 // has answered.
-func (h *Handler) currentIndex(w http.ResponseWriter, r *http.Request) (*Version, *rulesdoc.Index, bool) {
+func (h *Handler) currentIndex(w http.ResponseWriter, r *http.Request) (*service.Version, *rulesdoc.Index, bool) {
 	cur, ok := h.current(w, r)
 	if !ok {
 		return nil, nil, false

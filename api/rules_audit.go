@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"github.com/vigil-cep/vigil/service"
 	"math"
 	"net/http"
 	"slices"
@@ -15,13 +16,13 @@ import (
 
 // versions returns every version oldest first, without reordering the
 // Backend's own slice.
-func (h *Handler) versions(w http.ResponseWriter, r *http.Request) ([]*Version, bool) {
+func (h *Handler) versions(w http.ResponseWriter, r *http.Request) ([]*service.Version, bool) {
 	vs, err := h.b.Versions(r.Context())
 	if err != nil {
 		h.backendError(w, r, "list ruleset versions", err)
 		return nil, false
 	}
-	if !slices.IsSortedFunc(vs, func(a, b *Version) int { return cmp.Compare(a.Number, b.Number) }) {
+	if !slices.IsSortedFunc(vs, func(a, b *service.Version) int { return cmp.Compare(a.Number, b.Number) }) {
 		vs = slices.Clone(vs)
 		sortVersions(vs)
 	}
@@ -40,7 +41,7 @@ func (h *Handler) pageParams(w http.ResponseWriter, r *http.Request) (limit int,
 
 // versionPage is GET /v1/ruleset/versions.
 type versionPage struct {
-	Versions []*Version `json:"versions"`
+	Versions []*service.Version `json:"versions"`
 	// NextBefore is the ?before= of the next (older) page; absent at the end.
 	NextBefore int64 `json:"next_before,omitempty"`
 }
@@ -55,7 +56,7 @@ func (h *Handler) listVersions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page, next := newestFirst(vs, before, limit)
-	out := versionPage{Versions: make([]*Version, 0, len(page)), NextBefore: next}
+	out := versionPage{Versions: make([]*service.Version, 0, len(page)), NextBefore: next}
 	for _, i := range page {
 		out.Versions = append(out.Versions, vs[i])
 	}
@@ -80,7 +81,7 @@ func (h *Handler) getVersion(w http.ResponseWriter, r *http.Request) {
 // auditEntry is one ruleset version in the audit log: who changed what,
 // when and why, item by item against the version before it.
 type auditEntry struct {
-	*Version
+	*service.Version
 	Previous int64             `json:"previous"` // 0 for the first version
 	Changes  []rulesdoc.Change `json:"changes"`
 	Error    string            `json:"error,omitempty"` // a document that did not parse
@@ -103,7 +104,7 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request) {
 	page, next := newestFirst(vs, before, limit)
 	out := auditPage{Entries: make([]auditEntry, 0, len(page)), NextBefore: next}
 	for _, i := range page {
-		var prev *Version
+		var prev *service.Version
 		if i > 0 {
 			prev = vs[i-1]
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vigil-cep/vigil/service"
 	"maps"
 	"net/http"
 	"slices"
@@ -37,7 +38,7 @@ func (h *Handler) validate(w http.ResponseWriter, r *http.Request) {
 	if k, raw, isItem, ok := h.validateItem(w, r, body, f); !ok {
 		return
 	} else if isItem {
-		var cur *Version
+		var cur *service.Version
 		if doc, cur, ok = h.mergeCandidate(w, r, k, raw); !ok {
 			return
 		}
@@ -253,7 +254,7 @@ func backtestEvents(raw json.RawMessage) ([]byte, error) {
 // mergeCandidate puts one candidate item into the current document and
 // returns the result and the version it was merged into. On failure it has
 // answered.
-func (h *Handler) mergeCandidate(w http.ResponseWriter, r *http.Request, k rulesdoc.Kind, item map[string]any) ([]byte, *Version, bool) {
+func (h *Handler) mergeCandidate(w http.ResponseWriter, r *http.Request, k rulesdoc.Kind, item map[string]any) ([]byte, *service.Version, bool) {
 	name, ok := h.takeName(w, r, k, item, "")
 	if !ok {
 		return nil, nil, false

@@ -3,6 +3,7 @@ package api
 import (
 	"cmp"
 	"encoding/json"
+	"github.com/vigil-cep/vigil/service"
 	"maps"
 	"slices"
 	"strconv"
@@ -42,7 +43,7 @@ func (c *versionCache) init(size int) {
 	c.mu.m = make(map[string]*rulesdoc.Index, size)
 }
 
-func (c *versionCache) get(v *Version) *rulesdoc.Index {
+func (c *versionCache) get(v *service.Version) *rulesdoc.Index {
 	if v == nil {
 		return &rulesdoc.Index{Items: map[string]map[string]json.RawMessage{}}
 	}
@@ -70,7 +71,7 @@ func (c *versionCache) get(v *Version) *rulesdoc.Index {
 // newestFirst pages versions (oldest first, as Backend.Versions gives
 // them) newest first: at most limit of those numbered below before (0:
 // from the newest). next is the before of the next page, 0 at the end.
-func newestFirst(vs []*Version, before int64, limit int) (page []int, next int64) {
+func newestFirst(vs []*service.Version, before int64, limit int) (page []int, next int64) {
 	for i := len(vs) - 1; i >= 0; i-- {
 		if before > 0 && vs[i].Number >= before {
 			continue
@@ -84,6 +85,6 @@ func newestFirst(vs []*Version, before int64, limit int) (page []int, next int64
 }
 
 // sortVersions orders versions oldest first (a Backend should already).
-func sortVersions(vs []*Version) {
-	slices.SortStableFunc(vs, func(a, b *Version) int { return cmp.Compare(a.Number, b.Number) })
+func sortVersions(vs []*service.Version) {
+	slices.SortStableFunc(vs, func(a, b *service.Version) int { return cmp.Compare(a.Number, b.Number) })
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vigil-cep/vigil/service"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/vigil-cep/vigil/internal/rulesdoc"
@@ -593,7 +595,7 @@ func TestBacktest(t *testing.T) {
 	body, _ := json.Marshal(map[string]any{"ruleset": baseDoc, "events": "{\"stream\":\"transactions\",\"value\":{}}\n{\"watermark\":6}\n", "limit": 5})
 	rec := f.do(req{method: "POST", path: "/v1/rules:backtest", token: tokAnalyst, body: string(body)})
 	mustStatus(t, rec, http.StatusOK)
-	if r := decodeBody[BacktestReport](t, rec); r.Events != 2 {
+	if r := decodeBody[service.BacktestReport](t, rec); r.Events != 2 {
 		t.Errorf("report %s", rec.Body)
 	}
 	if cand, ev, limit := last(); cand != baseDoc || !strings.HasPrefix(ev, `{"stream"`) || limit != 5 {

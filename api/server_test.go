@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-cep/vigil/service"
+
 	"github.com/go-chi/chi/v5"
 )
 
@@ -220,7 +222,7 @@ func TestSlowClientCutOff(t *testing.T) {
 
 func TestBodyLimits(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.MaxBodyBytes = 64 })
-	if _, err := f.b.Publish(t.Context(), []byte(baseDoc), 0, Change{}); err != nil {
+	if _, err := f.b.Publish(t.Context(), []byte(baseDoc), 0, service.Change{}); err != nil {
 		t.Fatal(err)
 	}
 	big := `{"tx_id":"` + strings.Repeat("x", 100) + `"}`

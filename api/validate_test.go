@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -84,24 +83,5 @@ func TestValidateOneItem(t *testing.T) {
 	}
 	if f.current() != 2 {
 		t.Errorf("validation published: version %d", f.current())
-	}
-}
-
-// TestRealServiceValidateOneItem: the service's live ruleset is the context
-// of a single item's validation.
-func TestRealServiceValidateOneItem(t *testing.T) {
-	srv := realService(t)
-	const admin, js = "admin-token-0123456789", "application/json"
-	status, body, _ := call(t, srv, admin, "POST", "/v1/rules:validate", js,
-		`{"rule": {"name": "fives", "stream": "tx", "action": "block", "when": "amount == 5 && len(history(\"tx\", \"1h\")) > 1"}}`)
-	if status != 200 || strings.TrimSpace(body) != `{"valid":true,"version":1}` {
-		t.Errorf("valid rule: %d %s", status, body)
-	}
-	status, body, _ = call(t, srv, admin, "POST", "/v1/rules:validate", js,
-		`{"rule": {"name": "fives", "stream": "transactions", "action": "block", "when": "amount == 5"}}`)
-	var p problem
-	json.Unmarshal([]byte(body), &p)
-	if status != 422 || len(p.Errors) != 1 || p.Errors[0].Path != "rules.fives.stream" || p.Errors[0].Line == 0 {
-		t.Errorf("a rule on a stream the live ruleset lacks: %d %s", status, body)
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-cep/vigil"
+
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -71,7 +73,7 @@ func service(t *testing.T) (string, string) {
 	t.Cleanup(func() { tel.Shutdown(context.Background()) })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	kc := kconf.Config{Brokers: []string{b.Addr()}}
-	svc, err := kafka.New(t.Context(), kafka.Config{Kafka: kc, DataDir: t.TempDir(), Partitions: 2, Logger: log, Metrics: tel.Metrics()}, examples.Fraud, true)
+	svc, err := vigil.Open(t.Context(), vigil.Config{Kafka: kc, DataDir: t.TempDir(), Partitions: 2, Logger: log, Metrics: tel.Metrics()}, examples.Fraud)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func service(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := api.New(api.ServiceBackend{S: svc, Kafka: kc}, api.Options{Logger: log, Metrics: tel.MetricsHandler(), Console: c, Keys: []api.Key{
+	h, err := api.New(svc, api.Options{Logger: log, Metrics: tel.MetricsHandler(), Console: c, Keys: []api.Key{
 		{Name: "alice", Role: api.RoleAnalyst, Token: analystKey},
 		{Name: "dana", Role: api.RoleReader, Token: readerKey},
 		{Name: "gateway", Role: api.RoleDecider, Token: deciderKey},
@@ -106,11 +108,11 @@ func service(t *testing.T) (string, string) {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(30 * time.Second)
-	for svc.Ready() != nil { // the group assigns the partitions
+	for svc.Ready(ctx) != nil { // the group assigns the partitions
 		select {
 		case <-tick.C:
 		case <-deadline:
-			t.Fatalf("service not ready after 30s: %v", svc.Ready())
+			t.Fatalf("service not ready after 30s: %v", svc.Ready(ctx))
 		}
 	}
 	return "http://" + ln.Addr().String(), b.Addr()

@@ -6,22 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/vigil-cep/vigil/service"
 	"io"
 
 	"github.com/vigil-cep/vigil/rules"
 )
-
-// BacktestReport is what a candidate ruleset would have decided on some
-// input, next to the current ruleset (docs/design.md "Backtests").
-type BacktestReport struct {
-	Events          int64             `json:"events"`
-	Decisions       int64             `json:"decisions"`
-	Hits            map[string]int64  `json:"hits"`              // rule -> candidate decisions it matched (active and shadow)
-	NewHits         map[string]int64  `json:"new_hits"`          // rule -> of those, decisions it did not match under the current ruleset
-	Changed         int64             `json:"changed"`           // decisions whose action differs
-	ChangedByAction map[string]int64  `json:"changed_by_action"` // "allow->block" -> count
-	Samples         []json.RawMessage `json:"samples"`           // candidate decisions whose action or matched rules differ, first ones
-}
 
 // Backtest replays input under the current and the candidate rulesets, each
 // on its own copy of the state (nothing live is touched), and compares their
@@ -29,7 +18,7 @@ type BacktestReport struct {
 // their record's timestamp (kafka's backtest over topic data writes it) have
 // their max_future_skew and idleness judged on it, as the service judged
 // them (see taskSet).
-func Backtest(ctx context.Context, current, candidate *rules.Ruleset, input []byte, samples int, cfg ReplayConfig) (*BacktestReport, error) {
+func Backtest(ctx context.Context, current, candidate *rules.Ruleset, input []byte, samples int, cfg ReplayConfig) (*service.BacktestReport, error) {
 	type result struct {
 		out   bytes.Buffer
 		stats Stats
@@ -53,7 +42,7 @@ func Backtest(ctx context.Context, current, candidate *rules.Ruleset, input []by
 	if err != nil {
 		return nil, err
 	}
-	rep := &BacktestReport{Events: cand.stats.Records, Hits: map[string]int64{}, NewHits: map[string]int64{},
+	rep := &service.BacktestReport{Events: cand.stats.Records, Hits: map[string]int64{}, NewHits: map[string]int64{},
 		ChangedByAction: map[string]int64{}, Samples: []json.RawMessage{}}
 	err = eachDecision(&cand.out, func(id string, d *decisionView, raw []byte) {
 		rep.Decisions++

@@ -54,7 +54,7 @@ func BenchmarkProcess(b *testing.B) {
 		}
 		for i := range items {
 			rec := items[i].rec
-			task.Process(&rec)
+			task.process(&rec)
 		}
 		task.Finish()
 	}

@@ -62,7 +62,7 @@ func (t *Task) decide(st *rules.Stream, id string, ks *keyState, ts int64, field
 	for _, h := range hits {
 		info.Hits = append(info.Hits, RuleHit{Rule: h.rule.Name, Mode: h.rule.Mode.String(), Err: h.err != ""})
 	}
-	t.emit(Output{Kind: KindDecision, Key: id, Value: t.buf, Decision: info})
+	t.out(Output{Kind: KindDecision, Key: id, Value: t.buf, Decision: info})
 	if len(hits) == 0 {
 		return nil
 	}
@@ -77,7 +77,7 @@ func (t *Task) reemit(st *rules.Stream, id string, s seen) {
 		t.buf = appendDecision(t.buf[:0], id, st.Name, s.key, s.time, nil)
 		b = t.buf
 	}
-	t.emit(Output{Kind: KindDecision, Key: id, Value: b})
+	t.out(Output{Kind: KindDecision, Key: id, Value: b})
 }
 
 // appendDecision encodes a decision record (docs/design.md "Decision
@@ -186,31 +186,4 @@ func (t *Task) recalled(st *rules.Stream, id string, hasID bool) ([]byte, bool) 
 		delete(t.recall, k)
 	}
 	return b, ok
-}
-
-// Explain makes the next decisions record, per matched rule, the values of
-// the features its condition compares (rules.Evaluator.Explain), until
-// Explained takes them. It costs an evaluation per feature: the decision
-// API asks for it, the stream path does not.
-func (t *Task) Explain() { t.explain = make(map[string]map[string]any) }
-
-// Features returns, as a JSON object, what the matched rules of id's
-// decision read when the decision API asked for it (Explain): rule ->
-// feature -> value. It is nil for an id decided without Explain, or whose
-// decision matched no rule, or that is not remembered. The bytes are the
-// same for as long as the id is remembered, across snapshots, so that the
-// API answers a repeated request with the features of its first answer.
-func (t *Task) Features(streamIdx int, id string) []byte {
-	if streamIdx < 0 || streamIdx >= len(t.seen) || t.seen[streamIdx] == nil {
-		return nil
-	}
-	return t.seen[streamIdx].features[id]
-}
-
-// Explained returns what the decisions since Explain recorded and stops
-// recording.
-func (t *Task) Explained() map[string]map[string]any {
-	e := t.explain
-	t.explain = nil
-	return e
 }

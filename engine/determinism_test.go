@@ -118,7 +118,7 @@ func TestDecodeFieldsChangeNothing(t *testing.T) {
 			it := parseLine(line, int64(i+1), names)
 			rec := Record{Stream: it.rec.Stream, StreamName: it.rec.StreamName, Partition: it.rec.Partition,
 				Offset: it.rec.Offset, Value: it.rec.Value} // undecoded: Process extracts it
-			task.Process(&rec)
+			task.Process([]*Record{&rec})
 		}
 		task.Finish()
 		return out.Bytes()

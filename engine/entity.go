@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"github.com/vigil-cep/vigil/service"
 	"strconv"
 
 	"github.com/vigil-cep/vigil/internal/jsonv"
@@ -9,10 +10,10 @@ import (
 	"github.com/vigil-cep/vigil/window"
 )
 
-// Lookup returns the decision a task holds for an event id of a stream: the
+// lookup returns the decision a task holds for an event id of a stream: the
 // stored record (rebuilt for a plain allow), the checksum of the event's
 // value, and whether it is still waiting for the watermark.
-func (t *Task) Lookup(streamIdx int, id string) (decision []byte, crc uint32, pending, ok bool) {
+func (t *Task) lookup(streamIdx int, id string) (decision []byte, crc uint32, pending, ok bool) {
 	if streamIdx < 0 || streamIdx >= len(t.seen) || t.seen[streamIdx] == nil {
 		return nil, 0, false, false
 	}
@@ -29,24 +30,6 @@ func (t *Task) Lookup(streamIdx int, id string) (decision []byte, crc uint32, pe
 	return appendDecision(nil, id, t.rs.Streams[streamIdx].Name, e.key, e.time, nil), e.crc, false, true
 }
 
-// EntityQuery bounds an entity view.
-type EntityQuery struct {
-	Limit     int    // history events per stream, newest first (default 50)
-	Before    int64  // only events strictly before this event time; 0: newest
-	Stream    string // only this stream's history; "": every stream
-	Decisions int    // recent decisions (default 10)
-}
-
-// EntityView is what a task holds about one key (the entity API).
-type EntityView struct {
-	Key       string                       `json:"key"`
-	History   map[string][]json.RawMessage `json:"history"` // stream -> {"time": t, "event": {...}}, newest first
-	Windows   []json.RawMessage            `json:"windows"`
-	Partials  map[string]int               `json:"partial_matches"`
-	Decisions []json.RawMessage            `json:"recent_decisions"`
-	Watermark int64                        `json:"watermark"`
-}
-
 // maxDecisionScan bounds how many remembered ids Entity looks through for a
 // key's recent decisions (ids are kept by id, not by key).
 const maxDecisionScan = 100_000
@@ -54,14 +37,14 @@ const maxDecisionScan = 100_000
 // Entity returns a view of key's state: recent history per stream (the
 // fields rules read), live windows, open partial matches per pattern, and
 // its most recent decisions.
-func (t *Task) Entity(key string, q EntityQuery) *EntityView {
+func (t *Task) Entity(key string, q service.EntityQuery) *service.Entity {
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
 	if q.Decisions <= 0 {
 		q.Decisions = 10
 	}
-	v := &EntityView{Key: key, History: make(map[string][]json.RawMessage), Windows: []json.RawMessage{},
+	v := &service.Entity{Key: key, History: make(map[string][]json.RawMessage), Windows: []json.RawMessage{},
 		Partials: make(map[string]int), Decisions: []json.RawMessage{}, Watermark: t.wm}
 	if ks := t.keys.get(key, keyHash(key)); ks != nil {
 		for i, st := range t.rs.Streams {
@@ -116,7 +99,7 @@ func (t *Task) Entity(key string, q EntityQuery) *EntityView {
 			scanned++
 			id := s.at(j).id
 			if e, ok := s.get(id); ok && e.key == key && e.pending == nil {
-				d, _, _, _ := t.Lookup(si, id)
+				d, _, _, _ := t.lookup(si, id)
 				v.Decisions = append(v.Decisions, d)
 			}
 		}

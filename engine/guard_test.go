@@ -52,11 +52,11 @@ rules:
 `)
 		task := newOutputTask(t, rs)
 		rec := Record{Stream: 0, StreamName: "tx", Value: `{"tx_id":"t1","user_id":"u1","ts":1,"merchant":"a merchant name","note":"a long note nobody reads"}`}
-		task.Process(&rec)
+		task.Process([]*Record{&rec})
 		wantOne(t, "decide: "+decide, task.out, "dlq", `field \"merchant\" is 17 bytes, more than max_field_bytes (8) of stream tx`)
 		task.out = nil
 		rec = Record{Stream: 0, StreamName: "tx", Value: `{"tx_id":"t2","user_id":"u1","ts":2,"merchant":"acme","note":"a long note nobody reads"}`}
-		task.Process(&rec)
+		task.Process([]*Record{&rec})
 		if rec.Err != nil {
 			t.Errorf("decide: %s: a long field nobody reads: %v", decide, rec.Err)
 		}

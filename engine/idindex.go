@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/vigil-cep/vigil/service"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,9 @@ type IDConflictError struct {
 	Partition int32  // the partition of the task that holds it, when HeldBy is ""
 }
 
+// Is makes errors.Is(err, service.ErrIDConflict) hold.
+func (e *IDConflictError) Is(target error) bool { return target == service.ErrIDConflict }
+
 func (e *IDConflictError) Error() string {
 	if e.HeldBy != "" {
 		return fmt.Sprintf("id %q was already seen with another key within its retention (key %q, this event's key %q): refused, not decided again",
@@ -71,7 +75,7 @@ func (e *IDConflictError) Error() string {
 // allocated per id) that holds the id's 96-bit hash rather than the id (two
 // ids live at once would have to share all 96 bits for one to be refused
 // wrongly); and a task loads an id's slot a few records ahead of it
-// (Task.Lookahead), as it does its own table's.
+// (Task.Process looks ahead), as it does its own table's.
 type IDIndex struct {
 	mu      sync.Mutex
 	streams map[string]*idIndexStream
@@ -309,12 +313,12 @@ func (t *Task) Close() {
 	}
 }
 
-// IDConflict reports, as an IDConflictError, whether an event of stream
+// idConflict reports, as an IDConflictError, whether an event of stream
 // streamIdx with this id and key would be refused, without processing it:
-// the decision API answers 409 for it rather than writing it to the DLQ. (A
-// conflict that arises between this call and Process is still refused
-// there.)
-func (t *Task) IDConflict(streamIdx int, id, key string) error {
+// Decide answers service.ErrIDConflict for it rather than writing it to the
+// DLQ. (A conflict that arises between this call and processing is still
+// refused there.)
+func (t *Task) idConflict(streamIdx int, id, key string) error {
 	s := t.seen[streamIdx]
 	if s == nil {
 		return nil

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vigil-cep/vigil/service"
+
 	"github.com/vigil-cep/vigil/internal/workload"
 	"github.com/vigil-cep/vigil/rules"
 )
@@ -40,8 +42,16 @@ func (ot *outputTask) tx(id, user string, ts int64) ([]string, error) {
 	ot.out = nil
 	rec := Record{Stream: 0, StreamName: "tx", Offset: ts,
 		Value: fmt.Sprintf(`{"tx_id":%q,"user_id":%q,"ts":%d}`, id, user, ts)}
-	ot.Process(&rec)
+	ot.Process([]*Record{&rec})
 	return ot.out, rec.Err
+}
+
+// decide is tx through Decide (the decision API).
+func (ot *outputTask) decide(id, user string, ts int64) (*Decided, error) {
+	ot.out = nil
+	rec := Record{Stream: 0, StreamName: "tx", Offset: -1,
+		Value: fmt.Sprintf(`{"tx_id":%q,"user_id":%q,"ts":%d}`, id, user, ts)}
+	return ot.Decide(&rec)
 }
 
 func mustLoad(t *testing.T, doc string) *rules.Ruleset {
@@ -80,10 +90,10 @@ func TestIDConflictSameTask(t *testing.T) {
 	if task.keys.get("u2", keyHash("u2")) != nil {
 		t.Error("the refused event made a state for its key")
 	}
-	if err := task.IDConflict(0, "t1", "u2"); err == nil {
+	if err := task.idConflict(0, "t1", "u2"); err == nil {
 		t.Error("IDConflict(t1, u2) = nil")
 	}
-	if err := task.IDConflict(0, "t1", "u1"); err != nil {
+	if err := task.idConflict(0, "t1", "u1"); err != nil {
 		t.Errorf("IDConflict(t1, u1) = %v", err)
 	}
 
@@ -118,10 +128,10 @@ func TestIDIndexAcrossTasks(t *testing.T) {
 	}
 	outs, _ = b.tx("t1", "u1", 1000)
 	wantOne(t, "b: t1 u1", outs, "dlq", `id \"t1\" was already seen on partition 0 within its retention`)
-	if err := b.IDConflict(0, "t1", "u2"); err == nil {
+	if err := b.idConflict(0, "t1", "u2"); err == nil {
 		t.Error("b.IDConflict(t1, u2) = nil")
 	}
-	if err := b.IDConflict(0, "t9", "u2"); err != nil {
+	if err := b.idConflict(0, "t9", "u2"); err != nil {
 		t.Errorf("b.IDConflict(t9, u2) = %v", err)
 	}
 	if n := ix.Len(); n != 1 {
@@ -172,27 +182,28 @@ func TestIDIndexAcrossTasks(t *testing.T) {
 	wantOne(t, "a3: t2 u1 again", outs, "decision", `"id":"t2","stream":"tx","key":"u1"`)
 	a3.Close()
 	d := newOutputTask(t, rs, SharedIDs(ix, 0))
-	if err := d.IDConflict(0, "t2", "u1"); err == nil {
+	if err := d.idConflict(0, "t2", "u1"); err == nil {
 		t.Error("c's entry went with a3's Close")
 	}
 }
 
-// TestFeaturesKept: the features of a decision the API asked to explain are
+// TestFeaturesKept: the features of a decision the API made (Decide) are
 // kept with its id, the same bytes after a snapshot and restore, and go
 // when the id does.
 func TestFeaturesKept(t *testing.T) {
 	rs := mustLoad(t, conflictRules)
 	task := newOutputTask(t, rs)
 	task.tx("t1", "u1", 1000)
-	task.Explain()
-	task.tx("t2", "u1", 2000) // "second" matches
-	explained := task.Explained()
-	got := task.Features(0, "t2")
-	if len(explained) == 0 || string(got) != `{"second":{"len(history(\"tx\", \"1h\"))":2}}` {
-		t.Fatalf("Features(t2) = %s (explained %v)", got, explained)
+	d, err := task.decide("t2", "u1", 2000) // "second" matches
+	if err != nil {
+		t.Fatal(err)
 	}
-	if task.Features(0, "t1") != nil {
-		t.Errorf("Features(t1), decided without Explain: %s", task.Features(0, "t1"))
+	got := d.Features
+	if string(got) != `{"second":{"len(history(\"tx\", \"1h\"))":2}}` {
+		t.Fatalf("Decide(t2).Features = %s", got)
+	}
+	if _, f, ok := task.Decision("t1"); !ok || f != nil {
+		t.Errorf("Decision(t1), decided from its input: ok %v, features %s", ok, f)
 	}
 	snap, err := task.Snapshot()
 	if err != nil {
@@ -202,22 +213,61 @@ func TestFeaturesKept(t *testing.T) {
 	if err := again.Restore(snap); err != nil {
 		t.Fatal(err)
 	}
-	if b := again.Features(0, "t2"); string(b) != string(got) {
-		t.Errorf("after a restore: %s, want %s", b, got)
+	if _, f, _ := again.Decision("t2"); string(f) != string(got) {
+		t.Errorf("after a restore: %s, want %s", f, got)
 	}
 	again.tx("t3", "u9", 2000+3_600_000+2) // t2's retention passes
-	if b := again.Features(0, "t2"); b != nil {
-		t.Errorf("features of an expired id: %s", b)
+	if _, _, ok := again.Decision("t2"); ok {
+		t.Error("the decision of an expired id is still held")
 	}
-	// Without features, a snapshot is what it was before they existed.
-	plain := newOutputTask(t, rs)
+	// A decision with no rule matched keeps no features: the snapshot is
+	// what processing the event from its input would have made.
+	plain, viaAPI := newOutputTask(t, rs), newOutputTask(t, rs)
 	plain.tx("t1", "u1", 1000)
+	if d, err := viaAPI.decide("t1", "u1", 1000); err != nil || d.Features != nil {
+		t.Fatalf("Decide(t1) = features %s, %v", d.Features, err)
+	}
 	s1, _ := plain.Snapshot()
-	plain.Explain()
-	plain.Explained()
-	s2, _ := plain.Snapshot()
+	s2, _ := viaAPI.Snapshot()
 	if string(s1) != string(s2) {
-		t.Error("an Explain that recorded nothing changed the snapshot")
+		t.Error("a Decide that recorded no features changed the snapshot")
+	}
+}
+
+// TestDecide: Decide returns the decision of its event without emitting
+// it; a repeat gets the stored decision; another body, another key, or an
+// unreadable event are the service's errors.
+func TestDecide(t *testing.T) {
+	rs := mustLoad(t, conflictRules)
+	task := newOutputTask(t, rs)
+	d, err := task.decide("t1", "u1", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Replay || d.Output.Kind != KindDecision || d.Output.Key != "t1" || !strings.Contains(string(d.Output.Value), `"id":"t1"`) {
+		t.Fatalf("Decide(t1) = %+v", d)
+	}
+	if len(task.out) != 0 {
+		t.Errorf("Decide emitted %q; its decision is the caller's to write", task.out)
+	}
+	again, err := task.decide("t1", "u1", 1000)
+	if err != nil || !again.Replay || string(again.Output.Value) != string(d.Output.Value) {
+		t.Fatalf("repeat: %+v, %v", again, err)
+	}
+	for _, c := range []struct {
+		name string
+		rec  Record
+		want error
+	}{
+		{"other body", Record{Value: `{"tx_id":"t1","user_id":"u1","ts":1001}`}, service.ErrIDConflict},
+		{"other key", Record{Value: `{"tx_id":"t1","user_id":"u2","ts":1000}`}, service.ErrIDConflict},
+		{"not JSON", Record{Value: `{`}, service.ErrBadEvent},
+		{"no id", Record{Value: `{"user_id":"u1","ts":1000}`}, service.ErrBadEvent},
+	} {
+		c.rec.StreamName, c.rec.Offset = "tx", -1
+		if _, err := task.Decide(&c.rec); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
 	}
 }
 
@@ -248,7 +298,7 @@ func BenchmarkProcessIDIndex(b *testing.B) {
 		}
 		for i := range items {
 			rec := items[i].rec
-			task.Process(&rec)
+			task.process(&rec)
 		}
 		task.Finish()
 		task.Close()

@@ -55,7 +55,7 @@ func (t *Task) onPair(ji int, p join.Pair) {
 	b = appendRaw(b, "left", left.Raw)
 	b = appendRaw(b, "right", right.Raw)
 	t.buf = append(b, '}')
-	t.emit(Output{Kind: KindJoin, Key: key, Value: t.buf})
+	t.out(Output{Kind: KindJoin, Key: key, Value: t.buf})
 
 	t.processDerived(&stream.Event{Stream: j.Derived, Key: key, Time: p.Time, Value: fields, Raw: string(jsonv.Append(nil, fields))})
 }

@@ -39,6 +39,13 @@ type Output struct {
 	// Decision summarises a decision made now (not a re-emitted one), for
 	// metrics; nil otherwise. Valid during the emit call only.
 	Decision *DecisionInfo
+	// Stream and Reason are, for KindDLQ, the stream (or topic) the refused
+	// record named and why it was refused, as its record says them.
+	Stream, Reason string
+	// Index is the position, in the batch given to Task.Process, of the
+	// record that caused the output; -1 for an output of Tick, Finish or
+	// RaiseWatermark, or of Decide.
+	Index int
 }
 
 // DecisionInfo is what metrics read of a decision.

@@ -217,7 +217,7 @@ func (t *Task) onMatch(pi int, m cep.Match) {
 	b = appendInt(b, "end", m.End)
 	b = appendStepEvents(appendField(b, "events"), p, m.Events)
 	t.buf = append(b, '}')
-	t.emit(Output{Kind: KindMatch, Key: key, Value: t.buf})
+	t.out(Output{Kind: KindMatch, Key: key, Value: t.buf})
 
 	fields := p.MatchEvent(key, m.Start, m.End, m.Events)
 	ev := &stream.Event{Stream: p.Derived, Key: key, Time: m.End, Value: fields, Raw: string(jsonv.Append(nil, fields))}
@@ -236,7 +236,7 @@ func (t *Task) onTimeout(pi int, to cep.Timeout) {
 	b = appendInt(b, "start", to.Start)
 	b = appendStepEvents(appendField(b, "events"), p, to.Events)
 	t.buf = append(b, '}')
-	t.emit(Output{Kind: KindTimeout, Key: key, Value: t.buf})
+	t.out(Output{Kind: KindTimeout, Key: key, Value: t.buf})
 }
 
 // appendStepEvents writes {"step": [event, ...], ...} in step order, the

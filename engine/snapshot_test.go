@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vigil-cep/vigil/service"
+
 	"github.com/vigil-cep/vigil/internal/workload"
 	"github.com/vigil-cep/vigil/rules"
 )
@@ -46,7 +48,7 @@ func (r *runner) feed(lines []string, first int) {
 			continue
 		}
 		rec := it.rec
-		r.task.Process(&rec)
+		r.task.Process([]*Record{&rec})
 	}
 }
 
@@ -207,21 +209,21 @@ rules:
 		`{"stream":"tx","value":{"tx_id":"t2","user_id":"u","amount":5,"ts":2000}}`,
 		`{"stream":"tx","value":{"tx_id":"t3","user_id":"v","amount":5,"ts":3000}}`,
 	}, 0)
-	v := r.task.Entity("u", EntityQuery{Limit: 1})
+	v := r.task.Entity("u", service.EntityQuery{Limit: 1})
 	got, _ := json.Marshal(v)
 	want := `{"key":"u","history":{"tx":[{"time":2000,"event":{}}]},` +
 		`"windows":[{"window":"spend","start":0,"end":3600000,"values":{"n":2,"total":505},"fired":false}],` +
 		`"partial_matches":{"pair":1},"recent_decisions":[` +
 		`{"kind":"decision","id":"t2","stream":"tx","key":"u","time":2000,"action":"review","score":0,"rules":[{"rule":"busy","action":"review","score":0,"reason":""}],"shadow":[],"errors":[]},` +
 		`{"kind":"decision","id":"t1","stream":"tx","key":"u","time":1000,"action":"allow","score":0,"rules":[],"shadow":[],"errors":[]}],` +
-		`"watermark":2999}`
+		`"watermark":2999,"lag_ms":0,"task":0,"instance":""}` // the runtime fills the last three
 	if string(got) != want {
 		t.Errorf("entity view:\n got %s\nwant %s", got, want)
 	}
-	if v := r.task.Entity("u", EntityQuery{Before: 2000}); len(v.History["tx"]) != 1 || !strings.Contains(string(v.History["tx"][0]), `"time":1000`) {
+	if v := r.task.Entity("u", service.EntityQuery{Before: 2000}); len(v.History["tx"]) != 1 || !strings.Contains(string(v.History["tx"][0]), `"time":1000`) {
 		t.Errorf("page before 2000: %s", v.History["tx"])
 	}
-	if d, _, _, ok := r.task.Lookup(0, "t1"); !ok || !strings.Contains(string(d), `"id":"t1"`) {
+	if d, _, _, ok := r.task.lookup(0, "t1"); !ok || !strings.Contains(string(d), `"id":"t1"`) {
 		t.Errorf("Lookup(t1) = %s, %v", d, ok)
 	}
 }
@@ -247,7 +249,7 @@ rules:
 		`{"stream":"tx","value":{"tx_id":"t2","user_id":"u","ts":1200000}}`,
 		`{"watermark":1300000}`,
 	}, 0)
-	v := r.task.Entity("u", EntityQuery{})
+	v := r.task.Entity("u", service.EntityQuery{})
 	if len(v.History["logins"]) != 0 || len(v.History["tx"]) != 2 {
 		t.Errorf("history at watermark %d: %s", v.Watermark, v.History)
 	}

@@ -117,13 +117,16 @@ type Task struct {
 	idle        sweepQueue
 	maxRetain   int64 // the longest stream retention: when a key's every event has expired
 
-	buf     []byte
-	hits    []hit
-	stats   Stats
-	recall  map[recallKey][]byte      // decisions emitted before a restore (Recall)
-	info    DecisionInfo              // scratch for Output.Decision
-	explain map[string]map[string]any // rule -> feature -> value, while explaining (Explain)
-	due     pendingHeap               // decide: watermark events waiting for the watermark
+	buf      []byte
+	hits     []hit
+	stats    Stats
+	recall   map[recallKey][]byte      // decisions emitted before a restore (Recall)
+	info     DecisionInfo              // scratch for Output.Decision
+	explain  map[string]map[string]any // rule -> feature -> value, while explaining (Explain)
+	due      pendingHeap               // decide: watermark events waiting for the watermark
+	index    int                       // the index in Process's batch of the record being processed; -1 outside it
+	decided  *Decided                  // while Decide runs: where the decision of its record goes (decide.go)
+	deciding string                    // the id Decide decides
 }
 
 // keyState is what a task keeps per key. The key string is a copy owned
@@ -201,7 +204,7 @@ func (c *eventClock) Now() int64 { return c.now }
 // NewTask builds a task for rs; emit receives every output.
 func NewTask(rs *rules.Ruleset, emit func(Output), opts ...Option) (*Task, error) {
 	vt := &eventClock{now: stream.MinTime}
-	t := &Task{rs: rs, emit: emit, clock: vt, vt: vt, wm: stream.MinTime}
+	t := &Task{rs: rs, emit: emit, clock: vt, vt: vt, wm: stream.MinTime, index: -1}
 	for _, o := range opts {
 		o.apply(t)
 	}
@@ -269,11 +272,32 @@ func (t *Task) Stats() Stats {
 // Watermark returns the task watermark.
 func (t *Task) Watermark() int64 { return t.wm }
 
-// Process handles one input record: extract (unless a decode stage did),
-// deduplicate, keep history, update windows, feed joins and patterns, decide,
-// then move the watermark. A record that cannot be read goes to the DLQ with
-// the reason; processing goes on.
-func (t *Task) Process(rec *Record) {
+// Process handles input records in order. For each: extract it (unless a
+// decode stage did), deduplicate, keep history, update windows, feed joins
+// and patterns, decide, then move the watermark. A record that cannot be read
+// goes to the DLQ with the reason; processing goes on. Outputs carry the
+// index in recs of the record that caused them (Output.Index).
+//
+// All records are extracted first, then each is processed while the state
+// of the next few is being loaded (lookahead): on a large key set their cache
+// misses overlap instead of stalling one after the other.
+func (t *Task) Process(recs []*Record) {
+	for _, rec := range recs {
+		if !rec.extracted {
+			t.dec.Extract(rec)
+		}
+	}
+	at := func(k int) *Record { return recs[k] }
+	for i, rec := range recs {
+		t.lookahead(at, len(recs), i)
+		t.index = i
+		t.process(rec)
+	}
+	t.index = -1
+}
+
+// process handles one record (Process).
+func (t *Task) process(rec *Record) {
 	t.stats.Records++
 	if !rec.extracted {
 		t.dec.Extract(rec)
@@ -345,7 +369,7 @@ func (t *Task) Process(rec *Record) {
 	default:
 		if b, ok := t.recalled(st, rec.ID, rec.HasID); ok {
 			t.stats.Decisions++
-			t.emit(Output{Kind: KindDecision, Key: rec.ID, Value: b})
+			t.out(Output{Kind: KindDecision, Key: rec.ID, Value: b})
 			stored = b
 		} else {
 			stored = t.decide(st, rec.ID, ks, ts, fields)
@@ -606,7 +630,7 @@ func (t *Task) dlq(rec *Record, msg string) {
 		b = appendStr(b, "raw", rec.Raw)
 	}
 	t.buf = append(b, '}')
-	t.emit(Output{Kind: KindDLQ, Value: t.buf})
+	t.out(Output{Kind: KindDLQ, Value: t.buf, Stream: rec.StreamName, Reason: msg})
 }
 
 // emitLate writes a late record: the event came at or below the watermark of
@@ -620,7 +644,7 @@ func (t *Task) emitLate(kind, name string, stream int, key string, ts int64, raw
 	b = appendInt(b, "time", ts)
 	b = appendRaw(b, "value", raw)
 	t.buf = append(b, '}')
-	t.emit(Output{Kind: KindLate, Key: key, Value: t.buf})
+	t.out(Output{Kind: KindLate, Key: key, Value: t.buf})
 }
 
 func (t *Task) emitWindow(w int, r window.Result) {
@@ -642,7 +666,7 @@ func (t *Task) emitWindow(w int, r window.Result) {
 	b = append(b, '}')
 	b = strconv.AppendBool(appendField(b, "update"), r.Update)
 	t.buf = append(b, '}')
-	t.emit(Output{Kind: KindWindow, Key: r.Key, Value: t.buf})
+	t.out(Output{Kind: KindWindow, Key: r.Key, Value: t.buf})
 }
 
 // Lookahead: a task's loop starts loading the state of the records a few
@@ -657,25 +681,10 @@ const (
 	aheadParts = 2  // its history, window and pattern state, from the state
 )
 
-// Lookahead starts loading what processing recs[k] will read for k a few
-// places after i, in the stages of lookahead. A loop that calls it before
-// each Process(&recs[i]) runs faster on a large key set; it helps only
-// records extracted already (Extract), and changes nothing else.
-func (t *Task) Lookahead(recs []Record, i int) {
-	t.lookahead(func(k int) *Record { return &recs[k] }, len(recs), i)
-}
-
-// Extract does what Process would do first with rec, ahead of it (see
-// Lookahead). It changes no state of the task.
-func (t *Task) Extract(rec *Record) {
-	if !rec.extracted {
-		t.dec.Extract(rec)
-	}
-}
-
-// lookahead is Lookahead over any n records: at(k) is the k-th. at must
-// not read the record (that would stall on it); records not extracted are
-// skipped.
+// lookahead starts loading what processing the k-th of n records will read,
+// for k a few places after i, in the stages above: at(k) is the k-th. at
+// must not read the record (that would stall on it); records not extracted
+// are skipped.
 func (t *Task) lookahead(at func(int) *Record, n, i int) {
 	if k := i + aheadItem; k < n {
 		prefetch.Range(unsafe.Pointer(at(k)), unsafe.Sizeof(Record{}))

@@ -293,7 +293,7 @@ func (pt *partTask) loop() {
 			if st.it.control {
 				pt.task.RaiseWatermark(st.it.stream, st.it.partition, st.it.watermark)
 			} else {
-				pt.task.Process(&st.it.rec)
+				pt.task.process(&st.it.rec)
 			}
 		}
 		pt.done <- j

@@ -56,7 +56,7 @@ func (t *Task) decideDue(wm int64) {
 		var stored []byte
 		if b, ok := t.recalled(st, p.id, st.HasID); ok {
 			t.stats.Decisions++
-			t.emit(Output{Kind: KindDecision, Key: p.id, Value: b})
+			t.out(Output{Kind: KindDecision, Key: p.id, Value: b})
 			stored = b
 		} else {
 			stored = t.decide(st, p.id, ks, p.time, rules.MapFields(p.fields))

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vigil-cep/vigil/service"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/vigil-cep/vigil/engine"
@@ -24,7 +26,7 @@ const DefaultBacktestEvents = 1_000_000
 // over events (NDJSON in the replay format) or, when events is nil, over the
 // records the input topics retain (at most maxEvents, oldest first), each on
 // a copy of the state: live tasks are not touched.
-func (s *Service) Backtest(ctx context.Context, candidate []byte, events []byte, maxEvents, samples int) (*engine.BacktestReport, error) {
+func (s *Service) Backtest(ctx context.Context, candidate []byte, events []byte, maxEvents, samples int) (*service.BacktestReport, error) {
 	cand, err := rules.Load(candidate)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/vigil-cep/vigil/service"
+
 	"github.com/vigil-cep/vigil/internal/rulesdoc"
 	"github.com/vigil-cep/vigil/rules"
 )
@@ -155,7 +157,7 @@ func (s *Service) disableRule(ctx context.Context, rule string) error {
 		}
 		comment := fmt.Sprintf("quarantined: an evaluation of rule %s ran longer than the rule time limit of %s", rule, s.cfg.RuleTimeLimit)
 		_, err = s.Publish(ctx, out, cur.Number, quarantineAuthor, comment)
-		if errors.Is(err, ErrVersionConflict) {
+		if errors.Is(err, service.ErrVersionConflict) {
 			continue
 		}
 		if err != nil {
@@ -166,5 +168,5 @@ func (s *Service) disableRule(ctx context.Context, rule string) error {
 			"limit", s.cfg.RuleTimeLimit)
 		return nil
 	}
-	return ErrVersionConflict
+	return service.ErrVersionConflict
 }

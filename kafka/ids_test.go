@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-cep/vigil/service"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -133,7 +135,7 @@ func usersOnTwoPartitions() (string, string) {
 // which another task of the instance owns, is refused: on Kafka it goes to
 // the DLQ naming the partition that holds the id, and the decisions topic has one
 // verdict for the id (its record repeated for a repeat, byte for byte); the
-// decision API answers ErrIDConflict (409) for it, in both directions.
+// decision API answers service.ErrIDConflict (409) for it, in both directions.
 func TestIDConflictAcrossTasks(t *testing.T) {
 	svc, addr := testService(t, rulesCount)
 	waitReady(t, svc)
@@ -159,18 +161,18 @@ func TestIDConflictAcrossTasks(t *testing.T) {
 	// The API, both ways: t1 for ub (held by ua's task), and t2 decided
 	// for ub, then sent for ua on Kafka and through the API.
 	ctx := context.Background()
-	if _, err := svc.Decide(ctx, "tx", []byte(tx("t1", ub, 2000))); !errors.Is(err, ErrIDConflict) {
-		t.Errorf("Decide(t1 for %s) = %v, want ErrIDConflict", ub, err)
+	if _, _, err := svc.Decide(ctx, "tx", []byte(tx("t1", ub, 2000))); !errors.Is(err, service.ErrIDConflict) {
+		t.Errorf("Decide(t1 for %s) = %v, want service.ErrIDConflict", ub, err)
 	}
-	r2, err := svc.Decide(ctx, "tx", []byte(tx("t2", ub, 3000)))
+	r2, _, err := svc.Decide(ctx, "tx", []byte(tx("t2", ub, 3000)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reasonOf(t, r2.Decision) != "1" {
-		t.Errorf("%s's first accepted transaction counts %s events: the refused one counted", ub, reasonOf(t, r2.Decision))
+	if reasonOf(t, r2.Record) != "1" {
+		t.Errorf("%s's first accepted transaction counts %s events: the refused one counted", ub, reasonOf(t, r2.Record))
 	}
-	if _, err := svc.Decide(ctx, "tx", []byte(tx("t2", ua, 3000))); !errors.Is(err, ErrIDConflict) {
-		t.Errorf("Decide(t2 for %s) = %v, want ErrIDConflict", ua, err)
+	if _, _, err := svc.Decide(ctx, "tx", []byte(tx("t2", ua, 3000))); !errors.Is(err, service.ErrIDConflict) {
+		t.Errorf("Decide(t2 for %s) = %v, want service.ErrIDConflict", ua, err)
 	}
 	c.produce("tx", ua, tx("t2", ua, 3000))
 	c.produce("tx", ua, tx("t1", ua, 1000)) // a repeat: the stored decision again
@@ -205,7 +207,7 @@ func TestDecideRepeatFeatures(t *testing.T) {
 	waitReady(t, svc)
 	ctx := context.Background()
 	body := []byte(`{"tx_id":"f1","user_id":"u1","amount":150,"ts":1000}`)
-	first, err := svc.Decide(ctx, "tx", body)
+	first, _, err := svc.Decide(ctx, "tx", body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,12 +215,12 @@ func TestDecideRepeatFeatures(t *testing.T) {
 	if diff := cmp.Diff(want, first.Features); diff != "" {
 		t.Fatalf("first answer's features (-want +got):\n%s", diff)
 	}
-	again, err := svc.Decide(ctx, "tx", body)
-	if err != nil || !again.Replay {
-		t.Fatalf("repeat: replay %v, %v", again != nil && again.Replay, err)
+	again, replay, err := svc.Decide(ctx, "tx", body)
+	if err != nil || !replay {
+		t.Fatalf("repeat: replay %v, %v", replay, err)
 	}
-	if string(again.Decision) != string(first.Decision) || !strings.Contains(string(again.Decision), `"rule":"big"`) {
-		t.Errorf("repeat decision %s, first %s", again.Decision, first.Decision)
+	if string(again.Record) != string(first.Record) || !strings.Contains(string(again.Record), `"rule":"big"`) {
+		t.Errorf("repeat decision %s, first %s", again.Record, first.Record)
 	}
 	f1, _ := json.Marshal(first.Features)
 	f2, _ := json.Marshal(again.Features)

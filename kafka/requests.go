@@ -8,21 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vigil-cep/vigil/service"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/internal/jsonv"
 	"github.com/vigil-cep/vigil/rules"
-)
-
-// Errors of the request API (the REST layer maps them to statuses).
-var (
-	ErrNotFound   = errors.New("not found")
-	ErrIDConflict = errors.New("the id was decided with another body")
-	ErrSaturated  = errors.New("the task's request queue is full")
-	ErrNotOwner   = errors.New("another instance owns this key's partition")
-	ErrNotDecided = errors.New("not a stream with decisions")
-	ErrPending    = errors.New("the decision waits for the watermark")
-	ErrBadEvent   = errors.New("the event cannot be read")
 )
 
 // originAPI marks input records the decision API wrote.
@@ -37,45 +28,17 @@ func fromAPI(r *kgo.Record) bool {
 	return false
 }
 
-// apiDecide is one decision request in flight: done once the decision and
-// the event are both acknowledged by the broker.
-type apiDecide struct {
-	id       string
-	decision []byte
-	features map[string]map[string]any
-	acks     sync.WaitGroup
-	failed   atomic.Pointer[error]
-}
-
-func (r *apiDecide) ack(err error) {
-	if err != nil {
-		r.failed.CompareAndSwap(nil, &err)
-	}
-	r.acks.Done()
-}
-
-// DecideResult is the answer to a decision request.
-type DecideResult struct {
-	Decision []byte
-	Replay   bool // the id was known: the stored decision
-	// Features holds, per matched rule, the values of what its condition
-	// compares (explainability), as the first answer for the id gave them
-	// (a replay included); nil when no rule matched, or when the id was
-	// decided from its input topic rather than through Decide.
-	Features map[string]map[string]any
-}
-
 // Decide evaluates one event of a decided stream at once against the state
 // of the task owning its key (docs/design.md "Decision API"): the event
 // counts in that state, is written to its input topic and its decision to
-// the decisions topic, and the result returns once the broker has
-// acknowledged both, so a crash can neither lose an event whose decision was
-// returned nor decide it differently on replay. A known id returns the
-// stored decision (Replay) with the features of the first answer; the same
-// id with another body is ErrIDConflict, and so is an id that another task of
-// this instance holds (engine.IDIndex: the guarantee does not reach the tasks
-// of other instances).
-func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (res *DecideResult, err error) {
+// the decisions topic, both at once, and the result returns once the broker
+// has acknowledged both, so a crash can neither lose an event whose decision
+// was returned nor decide it differently on replay. A known id returns the
+// stored decision (replay) with the features of the first answer; the same
+// id with another body is service.ErrIDConflict, and so is an id that
+// another task of this instance holds (engine.IDIndex: the guarantee does
+// not reach the tasks of other instances).
+func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (d *service.Decision, replay bool, err error) {
 	start := time.Now()
 	defer func() {
 		if err == nil {
@@ -85,32 +48,31 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (r
 	rs := s.Ruleset()
 	st := findStream(rs, streamName)
 	if st == nil || st.Decide == rules.DecideNever || !st.HasID || !st.Input() {
-		return nil, fmt.Errorf("%w: %q", ErrNotDecided, streamName)
+		return nil, false, fmt.Errorf("%w: %q", service.ErrNotDecided, streamName)
 	}
+	// The key is read here, off the task, to find the task.
 	x, err := s.extractor(rs)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	rec := engine.Record{Stream: st.Index, StreamName: st.Topic, Topic: st.Topic, Value: string(body),
-		Timestamp: time.Now().UnixMilli(), HasTimestamp: true, Offset: -1, Now: true}
+		Timestamp: time.Now().UnixMilli(), HasTimestamp: true, Offset: -1}
 	x.Extract(&rec)
 	s.putExtractor(x) // at once: the request may wait long for the broker
 	if rec.Err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadEvent, rec.Err)
-	}
-	if !rec.HasID {
-		return nil, fmt.Errorf("%w: it has no id (stream %s)", ErrBadEvent, st.Name)
+		return nil, false, fmt.Errorf("%w: %w", service.ErrBadEvent, rec.Err)
 	}
 	part := partitionOf(rec.Key, s.counts[st.Topic])
 	rec.Partition = part
 	t, err := s.local(ctx, part)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	type answer struct {
-		res *DecideResult
-		req *apiDecide
-		err error
+		d     *engine.Decided
+		acked *sync.WaitGroup // the event and the decision, written
+		fail  *atomic.Pointer[error]
+		err   error
 	}
 	reply := make(chan answer, 1)
 	call := func() {
@@ -118,25 +80,7 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (r
 			t.applySwitch() // a version published a moment ago: switch now, between events
 		}
 		if t.rs != rs {
-			reply <- answer{err: fmt.Errorf("%w: the ruleset changed, retry", ErrSaturated)}
-			return
-		}
-		if d, crc, pending, ok := t.eng.Lookup(st.Index, rec.ID); ok {
-			switch {
-			case crc != engine.BodyCRC(rec.Value) || t.eng.IDConflict(st.Index, rec.ID, rec.Key) != nil:
-				reply <- answer{err: ErrIDConflict}
-			case pending:
-				reply <- answer{err: ErrPending}
-			default:
-				reply <- answer{res: &DecideResult{Decision: d, Replay: true,
-					Features: features(t.eng.Features(st.Index, rec.ID))}}
-			}
-			return
-		}
-		if err := t.eng.IDConflict(st.Index, rec.ID, rec.Key); err != nil {
-			// Another task of this instance holds the id
-			// (engine.IDIndex): another transaction, not a repeat.
-			reply <- answer{err: fmt.Errorf("%w: %w", ErrIDConflict, err)}
+			reply <- answer{err: fmt.Errorf("%w: the ruleset changed, retry", service.ErrSaturated)}
 			return
 		}
 		if t.enr != nil {
@@ -145,64 +89,66 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (r
 				return
 			}
 		}
-		req := &apiDecide{id: rec.ID}
-		t.capture = req
-		t.eng.Explain()
-		t.eng.Process(&rec)
-		t.eng.Explained()
-		t.capture = nil
-		if errors.As(rec.Err, new(*engine.IDConflictError)) {
-			// Claimed by another task since IDConflict above.
-			reply <- answer{err: fmt.Errorf("%w: %w", ErrIDConflict, rec.Err)}
+		d, err := t.eng.Decide(&rec)
+		if err != nil || d.Replay {
+			reply <- answer{d: d, err: err}
 			return
 		}
-		// The features as the task keeps them, which a repeat of this
-		// request gets too.
-		req.features = features(t.eng.Features(st.Index, rec.ID))
-		// The event itself, on its input partition, marked so that the
-		// task, reading it back with the id already known, re-emits
-		// nothing (after a restore from before it, it is processed).
-		req.acks.Add(1)
-		t.inflight.Add(1)
+		// The event, on its input partition, marked so that the task,
+		// reading it back with the id already known, re-emits nothing
+		// (after a restore from before it, it is processed), and its
+		// decision: produced together, awaited together.
+		a := answer{d: d, acked: new(sync.WaitGroup), fail: new(atomic.Pointer[error])}
+		ack := func(err error) {
+			if err != nil {
+				a.fail.CompareAndSwap(nil, &err)
+			}
+			a.acked.Done()
+		}
+		a.acked.Add(2)
+		t.inflight.Add(2)
 		t.s.cl.Produce(context.Background(), &kgo.Record{Topic: st.Topic, Partition: part, Key: []byte(rec.Key), Value: body,
-			Headers: []kgo.RecordHeader{originAPI}},
-			func(_ *kgo.Record, err error) {
-				defer t.inflight.Done()
-				req.ack(err)
-			})
-		reply <- answer{req: req}
+			Headers: []kgo.RecordHeader{originAPI}}, func(_ *kgo.Record, err error) {
+			ack(err)
+			t.inflight.Done()
+		})
+		t.observe(d.Output)
+		t.s.cl.Produce(context.Background(), t.outRecord(d.Output, new(kgo.Record)), func(r *kgo.Record, err error) {
+			ack(err)
+			t.acked(r, err) // how far our decisions partition is written
+		})
+		reply <- a
 	}
 	select {
 	case t.calls <- call:
 	default:
-		return nil, ErrSaturated
+		return nil, false, service.ErrSaturated
 	}
 	var a answer
 	select {
 	case a = <-reply:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, false, ctx.Err()
 	}
-	if a.err != nil || a.res != nil {
-		return a.res, a.err
+	if a.err != nil {
+		return nil, false, a.err
 	}
-	acked := make(chan struct{})
-	go func() { a.req.acks.Wait(); close(acked) }()
-	select {
-	case <-acked:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if a.acked != nil {
+		done := make(chan struct{})
+		go func() { a.acked.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+		if err := a.fail.Load(); err != nil {
+			return nil, false, fmt.Errorf("not recorded: %w", *err)
+		}
 	}
-	if err := a.req.failed.Load(); err != nil {
-		return nil, fmt.Errorf("not recorded: %w", *err)
-	}
-	if a.req.decision == nil {
-		return nil, errors.New("the event produced no decision") // a DLQ'd event: rec.Err was nil, so a rule run error
-	}
-	return &DecideResult{Decision: a.req.decision, Features: a.req.features}, nil
+	return &service.Decision{Record: a.d.Output.Value, Features: features(a.d.Features)}, a.d.Replay, nil
 }
 
-// features decodes what engine.Task.Features returns.
+// features decodes what engine.Decided.Features holds.
 func features(b []byte) map[string]map[string]any {
 	if b == nil {
 		return nil
@@ -221,24 +167,24 @@ func features(b []byte) map[string]map[string]any {
 	return out
 }
 
-// Decision returns the decision of id held by one of this instance's tasks.
-func (s *Service) Decision(ctx context.Context, id string) ([]byte, error) {
+// Decision returns the decision of id held by one of this instance's
+// tasks, with the features its matched rules read when the decision API
+// made it.
+func (s *Service) Decision(ctx context.Context, id string) (*service.Decision, error) {
 	rs := s.Ruleset()
 	for _, t := range s.taskList() {
-		found := make(chan []byte, 1)
+		found := make(chan *service.Decision, 1)
 		call := func() {
-			for _, st := range rs.Streams {
-				if d, _, pending, ok := t.eng.Lookup(st.Index, id); ok && !pending && t.rs == rs {
-					found <- d
-					return
-				}
+			if d, f, ok := t.eng.Decision(id); ok && t.rs == rs {
+				found <- &service.Decision{Record: d, Features: features(f)}
+				return
 			}
 			found <- nil
 		}
 		select {
 		case t.calls <- call:
 		default:
-			return nil, ErrSaturated
+			return nil, service.ErrSaturated
 		}
 		select {
 		case d := <-found:
@@ -249,20 +195,12 @@ func (s *Service) Decision(ctx context.Context, id string) ([]byte, error) {
 			return nil, ctx.Err()
 		}
 	}
-	return nil, ErrNotFound
-}
-
-// EntityView is what the owning task holds about a key, and how fresh it is.
-type EntityView struct {
-	*engine.EntityView
-	Task      int32  `json:"task"`
-	LagMillis int64  `json:"lag_ms"`   // processing time minus the task watermark
-	Instance  string `json:"instance"` // this instance's API address (Config.AdvertiseHTTP)
+	return nil, service.ErrNotFound
 }
 
 // Entity returns the owning task's view of key. The key's partition is
 // computed as producers keyed by it place it (Kafka's murmur2 partitioner).
-func (s *Service) Entity(ctx context.Context, key string, q engine.EntityQuery) (*EntityView, error) {
+func (s *Service) Entity(ctx context.Context, key string, q service.EntityQuery) (*service.Entity, error) {
 	rs := s.Ruleset()
 	inputs := InputTopics(rs)
 	part := partitionOf(key, s.counts[inputs[0]])
@@ -270,19 +208,19 @@ func (s *Service) Entity(ctx context.Context, key string, q engine.EntityQuery) 
 	if err != nil {
 		return nil, err
 	}
-	got := make(chan *engine.EntityView, 1)
+	got := make(chan *service.Entity, 1)
 	select {
 	case t.calls <- func() { got <- t.eng.Entity(key, q) }:
 	default:
-		return nil, ErrSaturated
+		return nil, service.ErrSaturated
 	}
 	select {
 	case v := <-got:
-		lag := int64(0)
 		if v.Watermark > 0 {
-			lag = time.Now().UnixMilli() - v.Watermark
+			v.LagMillis = time.Now().UnixMilli() - v.Watermark
 		}
-		return &EntityView{EntityView: v, Task: part, LagMillis: lag, Instance: s.cfg.AdvertiseHTTP}, nil
+		v.Task, v.Instance = part, s.cfg.AdvertiseHTTP
+		return v, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

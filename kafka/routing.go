@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
+
+	"github.com/vigil-cep/vigil/service"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,24 +20,6 @@ import (
 // advertises application.server; any instance learns from the group's
 // description which member owns which partition and at which address. The
 // API forwards the request there (api.Handler); this file keeps the map.
-
-// NotOwnerError is what a request for a key of another instance's partition
-// returns: Owner is the API address of the instance that owns it, "" when
-// no instance does yet (a rebalance is moving it). It matches ErrNotOwner.
-type NotOwnerError struct {
-	Partition int32
-	Owner     string
-}
-
-func (e *NotOwnerError) Error() string {
-	if e.Owner == "" {
-		return fmt.Sprintf("no instance owns partition %d now (the group is rebalancing)", e.Partition)
-	}
-	return fmt.Sprintf("partition %d is owned by the instance at %s", e.Partition, e.Owner)
-}
-
-// Is makes errors.Is(err, ErrNotOwner) hold.
-func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
 
 // memberData is the user data of an instance's subscription.
 type memberData struct {
@@ -193,14 +176,14 @@ const DefaultRouteWait = 5 * time.Second
 
 // local returns the task of partition p, waiting up to the route wait
 // while no instance owns p (a rebalance) or this one does but has not
-// started its task yet. Otherwise it returns a *NotOwnerError naming the
+// started its task yet. Otherwise it returns a *service.NotOwnerError naming the
 // owner (or none, once the wait is over).
 func (s *Service) local(ctx context.Context, p int32) (*task, error) {
 	if t := s.task(p); t != nil {
 		return t, nil
 	}
 	if addr, ok := s.owners.owner(p); ok && addr != s.cfg.AdvertiseHTTP {
-		return nil, &NotOwnerError{Partition: p, Owner: addr}
+		return nil, &service.NotOwnerError{Partition: p, Owner: addr}
 	}
 	// Nobody owns p as far as this instance knows, or this one does and
 	// its task is starting: ask the group now (only then: a request for
@@ -215,7 +198,7 @@ func (s *Service) local(ctx context.Context, p int32) (*task, error) {
 			return t, nil
 		}
 		if addr, ok := s.owners.owner(p); ok && addr != s.cfg.AdvertiseHTTP {
-			return nil, &NotOwnerError{Partition: p, Owner: addr}
+			return nil, &service.NotOwnerError{Partition: p, Owner: addr}
 		}
 		select {
 		case <-tick.C:
@@ -224,9 +207,9 @@ func (s *Service) local(ctx context.Context, p int32) (*task, error) {
 			if addr == s.cfg.AdvertiseHTTP {
 				addr = ""
 			}
-			return nil, &NotOwnerError{Partition: p, Owner: addr}
+			return nil, &service.NotOwnerError{Partition: p, Owner: addr}
 		case <-ctx.Done():
-			return nil, errors.Join(&NotOwnerError{Partition: p}, ctx.Err())
+			return nil, errors.Join(&service.NotOwnerError{Partition: p}, ctx.Err())
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-cep/vigil/service"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -33,7 +35,7 @@ func TestAdvertisingBalancer(t *testing.T) {
 
 // Two instances in one group: each learns which partitions the other owns
 // and at which address, and a request for a partition of the other is
-// answered with a NotOwnerError naming it.
+// answered with a service.NotOwnerError naming it.
 func TestOwnersAcrossInstances(t *testing.T) {
 	b, err := StartBroker(BrokerConfig{Listen: "127.0.0.1:0", Partitions: 4})
 	if err != nil {
@@ -92,12 +94,12 @@ func TestOwnersAcrossInstances(t *testing.T) {
 		for p := range int32(4) {
 			_, err := s.local(context.Background(), p)
 			owner := s.owners.snapshot()[p]
-			var no *NotOwnerError
+			var no *service.NotOwnerError
 			switch {
 			case owner == addr && err != nil:
 				t.Errorf("%s, partition %d: its own, but %v", addr, p, err)
-			case owner != addr && (!errors.As(err, &no) || no.Owner != owner || !errors.Is(err, ErrNotOwner)):
-				t.Errorf("%s, partition %d: %v, want NotOwnerError naming %s", addr, p, err, owner)
+			case owner != addr && (!errors.As(err, &no) || no.Owner != owner || !errors.Is(err, service.ErrNotOwner)):
+				t.Errorf("%s, partition %d: %v, want service.NotOwnerError naming %s", addr, p, err, owner)
 			}
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vigil-cep/vigil/service"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -117,10 +119,6 @@ type RulesetVersion struct {
 // Ruleset returns the compiled version.
 func (v *RulesetVersion) Ruleset() *rules.Ruleset { return v.rs }
 
-// ErrVersionConflict is returned by Publish when the ruleset changed since
-// the version the caller based its change on.
-var ErrVersionConflict = errors.New("the ruleset changed meanwhile")
-
 // rulesLog is the accepted history, read from the rules topic.
 type rulesLog struct {
 	mu       sync.Mutex
@@ -212,7 +210,7 @@ func (l *rulesLog) outcome(ctx context.Context, off int64, key string) (*Ruleset
 			return v, nil
 		}
 	}
-	return nil, ErrVersionConflict
+	return nil, service.ErrVersionConflict
 }
 
 // readRulesLog reads the rules topic from the start to its end, loading
@@ -304,7 +302,7 @@ func ReadRules(ctx context.Context, kc kconf.Config, topic string) ([]*RulesetVe
 
 // PushRules publishes doc as the version after expect on the rules topic
 // (vigil rules push), as Publish does in the service: it returns an error
-// wrapping ErrVersionConflict when the current version is not expect (0: the
+// wrapping service.ErrVersionConflict when the current version is not expect (0: the
 // topic is empty), or when another proposal wins the race, so that a
 // document based on an older version never silently replaces the changes
 // made since. A document that does not load is refused with every error,
@@ -358,7 +356,7 @@ func pushRules(ctx context.Context, kopts []kgo.Opt, topic string, doc []byte, e
 		return nil, err
 	}
 	if cur := int64(len(l.versions)); cur != expect {
-		return nil, fmt.Errorf("%w: version %d is live, not %d", ErrVersionConflict, cur, expect)
+		return nil, fmt.Errorf("%w: version %d is live, not %d", service.ErrVersionConflict, cur, expect)
 	}
 	key, off, err := propose(ctx, cl, topic, expect, doc, rs, author, comment)
 	if err != nil {
@@ -368,8 +366,8 @@ func pushRules(ctx context.Context, kopts []kgo.Opt, topic string, doc []byte, e
 		return nil, err
 	}
 	v, err := l.outcome(ctx, off, key)
-	if errors.Is(err, ErrVersionConflict) {
-		return nil, fmt.Errorf("%w: another version was published on top of %d meanwhile", ErrVersionConflict, expect)
+	if errors.Is(err, service.ErrVersionConflict) {
+		return nil, fmt.Errorf("%w: another version was published on top of %d meanwhile", service.ErrVersionConflict, expect)
 	}
 	return v, err
 }
@@ -388,7 +386,7 @@ func (s *Service) Current() *RulesetVersion { return s.rulesLog.current() }
 
 // Publish proposes doc as the version after expect and waits until the log
 // says whether it was accepted; every instance then switches to it. It
-// returns ErrVersionConflict when the current version is not expect, or when
+// returns service.ErrVersionConflict when the current version is not expect, or when
 // another proposal won; a rules.ErrorList when doc does not load.
 func (s *Service) Publish(ctx context.Context, doc []byte, expect int64, author, comment string) (*RulesetVersion, error) {
 	rs, err := rules.Load(doc, s.loadOptions()...)
@@ -398,7 +396,7 @@ func (s *Service) Publish(ctx context.Context, doc []byte, expect int64, author,
 	s.publishMu.Lock()
 	defer s.publishMu.Unlock()
 	if cur := s.rulesLog.current(); cur == nil || cur.Number != expect {
-		return nil, ErrVersionConflict
+		return nil, service.ErrVersionConflict
 	}
 	key, off, err := propose(ctx, s.rulesCl, s.cfg.Topics.Rules, expect, doc, rs, author, comment)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-cep/vigil/service"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -68,14 +70,14 @@ func TestPushRulesExpectedVersion(t *testing.T) {
 	}
 	defer b.Close()
 	ctx, brokers, topic := context.Background(), []string{b.Addr()}, DefaultTopics.Rules
-	if _, err := PushRules(ctx, kconf.Config{Brokers: brokers}, topic, []byte(rulesA), 1, "t", ""); !errors.Is(err, ErrVersionConflict) ||
+	if _, err := PushRules(ctx, kconf.Config{Brokers: brokers}, topic, []byte(rulesA), 1, "t", ""); !errors.Is(err, service.ErrVersionConflict) ||
 		err.Error() != "the ruleset changed meanwhile: version 0 is live, not 1" {
 		t.Fatalf("based on version 1 of an empty topic: %v", err)
 	}
 	if v, err := PushRules(ctx, kconf.Config{Brokers: brokers}, topic, []byte(rulesA), 0, "t", ""); err != nil || v.Number != 1 {
 		t.Fatalf("first version: %v, %v", v, err)
 	}
-	if _, err := PushRules(ctx, kconf.Config{Brokers: brokers}, topic, []byte(rulesB), 0, "t", ""); !errors.Is(err, ErrVersionConflict) ||
+	if _, err := PushRules(ctx, kconf.Config{Brokers: brokers}, topic, []byte(rulesB), 0, "t", ""); !errors.Is(err, service.ErrVersionConflict) ||
 		err.Error() != "the ruleset changed meanwhile: version 1 is live, not 0" {
 		t.Fatalf("based on an older version: %v", err)
 	}

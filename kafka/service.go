@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vigil-cep/vigil/service"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/vigil-cep/vigil/engine"
@@ -274,7 +276,7 @@ func (s *Service) loadRules(ctx context.Context, seed []byte, seedExplicit bool)
 		}
 		v, err := pushRules(ctx, s.kopts, topic, seed, 0, "vigil serve", "seeded from --rules")
 		switch {
-		case errors.Is(err, ErrVersionConflict): // another instance seeded it first: run that
+		case errors.Is(err, service.ErrVersionConflict): // another instance seeded it first: run that
 		case err != nil:
 			return nil, err
 		default:

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-cep/vigil/service"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/vigil-cep/vigil/engine"
@@ -256,8 +258,8 @@ func TestPublishVersions(t *testing.T) {
 	if cur := svc.Current(); cur.Number != 1 || cur.Author != "vigil serve" {
 		t.Fatalf("seeded version: %+v", cur)
 	}
-	if _, err := svc.Publish(ctx, []byte(rulesB), 7, "t", ""); !errors.Is(err, ErrVersionConflict) {
-		t.Fatalf("stale base: err %v, want ErrVersionConflict", err)
+	if _, err := svc.Publish(ctx, []byte(rulesB), 7, "t", ""); !errors.Is(err, service.ErrVersionConflict) {
+		t.Fatalf("stale base: err %v, want service.ErrVersionConflict", err)
 	}
 	if _, err := svc.Publish(ctx, []byte("streams: ["), 1, "t", ""); err == nil {
 		t.Fatal("a broken document was published")
@@ -310,25 +312,25 @@ func TestDecideAPI(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // waiting for the group to assign
 	}
 	body := `{"tx_id":"a1","user_id":"u1","amount":5,"ts":1000}`
-	r1, err := svc.Decide(ctx, "tx", []byte(body))
+	r1, replay, err := svc.Decide(ctx, "tx", []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r1.Replay || reasonOf(t, r1.Decision) != "1" {
-		t.Fatalf("first decision: %s (replay %v)", r1.Decision, r1.Replay)
+	if replay || reasonOf(t, r1.Record) != "1" {
+		t.Fatalf("first decision: %s (replay %v)", r1.Record, replay)
 	}
-	r2, err := svc.Decide(ctx, "tx", []byte(`{"tx_id":"a2","user_id":"u1","amount":5,"ts":2000}`))
-	if err != nil || reasonOf(t, r2.Decision) != "2" {
-		t.Fatalf("second decision: %s, %v", r2.Decision, err)
+	r2, _, err := svc.Decide(ctx, "tx", []byte(`{"tx_id":"a2","user_id":"u1","amount":5,"ts":2000}`))
+	if err != nil || reasonOf(t, r2.Record) != "2" {
+		t.Fatalf("second decision: %s, %v", r2.Record, err)
 	}
-	again, err := svc.Decide(ctx, "tx", []byte(body))
-	if err != nil || !again.Replay || string(again.Decision) != string(r1.Decision) {
-		t.Fatalf("same id again: %s (replay %v), %v", again.Decision, again.Replay, err)
+	again, replay, err := svc.Decide(ctx, "tx", []byte(body))
+	if err != nil || !replay || string(again.Record) != string(r1.Record) {
+		t.Fatalf("same id again: %s (replay %v), %v", again.Record, replay, err)
 	}
-	if _, err := svc.Decide(ctx, "tx", []byte(`{"tx_id":"a1","user_id":"u1","amount":6,"ts":1000}`)); !errors.Is(err, ErrIDConflict) {
-		t.Fatalf("same id, other body: %v, want ErrIDConflict", err)
+	if _, _, err := svc.Decide(ctx, "tx", []byte(`{"tx_id":"a1","user_id":"u1","amount":6,"ts":1000}`)); !errors.Is(err, service.ErrIDConflict) {
+		t.Fatalf("same id, other body: %v, want service.ErrIDConflict", err)
 	}
-	if _, err := svc.Decide(ctx, "nope", []byte(body)); !errors.Is(err, ErrNotDecided) {
+	if _, _, err := svc.Decide(ctx, "nope", []byte(body)); !errors.Is(err, service.ErrNotDecided) {
 		t.Fatalf("unknown stream: %v", err)
 	}
 	// A transaction through Kafka after them: the two API events count once.
@@ -336,13 +338,13 @@ func TestDecideAPI(t *testing.T) {
 	if got := reasonOf(t, mustJSON(t, c.decision("k3"))); got != "3" {
 		t.Fatalf("after two API decisions, a Kafka transaction sees %s events, want 3", got)
 	}
-	if d, err := svc.Decision(ctx, "a2"); err != nil || string(d) != string(r2.Decision) {
+	if d, err := svc.Decision(ctx, "a2"); err != nil || string(d.Record) != string(r2.Record) {
 		t.Fatalf("Decision(a2) = %s, %v", d, err)
 	}
-	if _, err := svc.Decision(ctx, "zz"); !errors.Is(err, ErrNotFound) {
+	if _, err := svc.Decision(ctx, "zz"); !errors.Is(err, service.ErrNotFound) {
 		t.Fatalf("Decision(zz): %v", err)
 	}
-	v, err := svc.Entity(ctx, "u1", engine.EntityQuery{})
+	v, err := svc.Entity(ctx, "u1", service.EntityQuery{})
 	if err != nil || len(v.Decisions) != 3 {
 		t.Fatalf("entity: %+v, %v", v, err)
 	}

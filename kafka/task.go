@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -46,9 +45,8 @@ type task struct {
 
 	switchRS   atomic.Pointer[rules.Ruleset] // a version to switch to before the next event
 	switchSig  chan struct{}
-	calls      chan func() // API requests, run on the task's goroutine between events
-	capture    *apiDecide  // the API request whose event is being processed
-	arrived    time.Time   // the timestamp of the Kafka record being processed
+	calls      chan func()     // API requests, run on the task's goroutine between events
+	batch      []engine.Record // the records being processed, for the arrival time of their outputs (observe)
 	lastGauges time.Time
 	reported   map[string]int64              // the values reportGauges last sent
 	watermark  atomic.Int64                  // the engine's, for the metrics goroutine
@@ -60,6 +58,7 @@ type task struct {
 	produceErr atomic.Pointer[error]
 	headers    [engine.KindCount][]kgo.RecordHeader
 	recs       []engine.Record          // the batch being processed, reused
+	ptrs       []*engine.Record         // pointers to recs, reused
 	enr        *engine.Enricher         // the ruleset's enrichments; nil without any
 	clock      batchClock               // the engine's processing time
 	ackFn      func(*kgo.Record, error) // t.acked, then the record back to outRecords
@@ -313,28 +312,25 @@ func (t *task) process(b *batch) {
 		}
 		recs = append(recs, rec)
 	}
+	ptrs := t.ptrs[:0]
+	for i := range recs {
+		ptrs = append(ptrs, &recs[i])
+	}
 	if t.enr != nil {
-		ptrs := make([]*engine.Record, len(recs))
-		for i := range recs {
-			ptrs[i] = &recs[i]
-		}
 		if err := t.enr.Enrich(context.Background(), ptrs); err != nil {
 			t.s.failWith(fmt.Errorf("task %d: enrichment: %w", t.part, err))
 			return
 		}
 	}
-	for i := range recs {
-		t.eng.Extract(&recs[i]) // all first, for Lookahead
+	t.batch = recs
+	t.eng.Process(ptrs)
+	t.batch = nil
+	if n := len(recs); n > 0 {
+		t.next[b.topic] = recs[n-1].Offset + 1
 	}
-	for i := range recs {
-		t.arrived = time.UnixMilli(recs[i].Timestamp)
-		t.eng.Lookahead(recs, i)
-		t.eng.Process(&recs[i])
-		t.next[b.topic] = recs[i].Offset + 1
-	}
-	t.arrived = time.Time{}
+	clear(ptrs)
 	clear(recs)
-	t.recs = recs
+	t.recs, t.ptrs = recs, ptrs
 }
 
 // emit writes one output to its topic: partition p of the output topic (mod
@@ -342,22 +338,16 @@ func (t *task) process(b *batch) {
 // partition p, where recall finds them.
 func (t *task) emit(o engine.Output) {
 	t.observe(o)
+	t.inflight.Add(1)
+	t.s.cl.Produce(context.Background(), t.outRecord(o, newOutRecord()), t.ackFn)
+}
+
+// outRecord fills r with output o, as the record emit writes.
+func (t *task) outRecord(o engine.Output, r *kgo.Record) *kgo.Record {
 	topic := t.s.topicOf(o.Kind)
-	r := newOutRecord()
 	r.Topic, r.Partition, r.Headers = topic, t.part%t.s.counts[topic], t.headers[o.Kind]
 	r.Value, r.Key = appendOrNil(r.Value, o.Value), appendOrNil(r.Key, o.Key) // nil: a null key
-	t.inflight.Add(1)
-	if req := t.capture; req != nil && o.Kind == engine.KindDecision && o.Key == req.id {
-		// Not recycled: the request keeps the value.
-		req.decision = r.Value
-		req.acks.Add(1)
-		t.s.cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-			req.ack(err)
-			t.acked(r, err)
-		})
-		return
-	}
-	t.s.cl.Produce(context.Background(), r, t.ackFn)
+	return r
 }
 
 // outRecords recycles the records of outputs once the broker has
@@ -412,9 +402,7 @@ func (t *task) observe(o engine.Output) {
 	m.RecordsOut(o.Kind.String(), 1)
 	switch {
 	case o.Kind == engine.KindDLQ:
-		var d struct{ Stream, Error string }
-		json.Unmarshal(o.Value, &d)
-		m.DLQ(d.Stream, telemetry.ClassifyDLQ(d.Error))
+		m.DLQ(o.Stream, telemetry.ClassifyDLQ(o.Reason))
 	case o.Decision != nil:
 		m.Decision(o.Decision.Action)
 		for _, h := range o.Decision.Hits {
@@ -424,10 +412,10 @@ func (t *task) observe(o engine.Output) {
 				m.RuleHit(h.Rule, h.Mode)
 			}
 		}
-		if !t.arrived.IsZero() {
+		if o.Index >= 0 && t.batch != nil {
 			// Event to decision: from the record's timestamp (its
 			// producer's clock) to now.
-			m.DecisionLatency("kafka", time.Since(t.arrived))
+			m.DecisionLatency("kafka", time.Since(time.UnixMilli(t.batch[o.Index].Timestamp)))
 		}
 	}
 }

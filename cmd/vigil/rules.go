@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vigil-cep/vigil/service"
+
 	"github.com/vigil-cep/vigil/internal/rulesdoc"
 	"github.com/vigil-cep/vigil/kafka"
 	"github.com/vigil-cep/vigil/kafka/kconf"
@@ -218,7 +220,7 @@ func runRulesPush(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var tl *kafka.RulesetTooLargeError
 	switch {
 	case printRuleErrors(stderr, path, err):
-	case errors.Is(err, kafka.ErrVersionConflict):
+	case errors.Is(err, service.ErrVersionConflict):
 		fmt.Fprintf(stderr, "vigil rules push: refused: %v (another version was published meanwhile); pull it and retry\n", err)
 	case errors.As(err, &tl):
 		fmt.Fprintf(stderr, "vigil rules push: refused: %v\n", err)

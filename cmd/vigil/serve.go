@@ -16,9 +16,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/vigil-cep/vigil"
 	"github.com/vigil-cep/vigil/api"
 	"github.com/vigil-cep/vigil/console"
-	"github.com/vigil-cep/vigil/examples"
 	"github.com/vigil-cep/vigil/kafka"
 	"github.com/vigil-cep/vigil/telemetry"
 )
@@ -135,14 +135,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
-	seed := examples.Fraud
-	if *rulesPath != "" {
-		b, err := os.ReadFile(*rulesPath)
-		if err != nil {
-			return err
-		}
-		seed = b
-	}
 	if len(kc.Brokers) == 0 {
 		// Serve's clients connect as the users file's first superuser
 		// (or as the credentials of the Kafka client properties), over
@@ -165,7 +157,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	lookups, closeLookups := lookupFactory(*redisAddr)
 	defer closeLookups()
 	cfg.Lookups = lookups
-	svc, err := kafka.New(ctx, cfg, seed, *rulesPath != "")
+	var ruleset []byte // nil: the example ruleset
+	if *rulesPath != "" {
+		if ruleset, err = os.ReadFile(*rulesPath); err != nil {
+			return err
+		}
+	}
+	svc, err := vigil.Open(ctx, cfg, ruleset)
 	if err != nil {
 		return err
 	}
@@ -184,7 +182,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		apiOpts.Peers = &api.Peers{Secret: secret, OnForward: tel.Metrics().Forwarded}
-		h, err := api.New(tracedBackend{api.ServiceBackend{S: svc, Kafka: cfg.Kafka, DecisionsTopic: cfg.Topics.Decisions}, tel}, apiOpts)
+		h, err := api.New(tracedBackend{svc, tel}, apiOpts)
 		if err != nil {
 			return err
 		}
@@ -195,7 +193,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}()
 	}
-	fmt.Fprintf(stdout, "vigil serving ruleset %s on %s (decisions: %s, api: http://%s)\n", svc.Ruleset().Version,
+	current, err := svc.Ruleset(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "vigil serving ruleset %s on %s (decisions: %s, api: http://%s)\n", current.Digest,
 		strings.Join(cfg.Kafka.Brokers, ","), cfg.Topics.Decisions, *httpAddr)
 	runErr := svc.Run(ctx)
 	if srv != nil {

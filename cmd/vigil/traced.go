@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/vigil-cep/vigil/api"
+	"github.com/vigil-cep/vigil/service"
 	"github.com/vigil-cep/vigil/telemetry"
 )
 
@@ -18,7 +19,7 @@ type tracedBackend struct {
 	tel *telemetry.Telemetry
 }
 
-func (b tracedBackend) Decide(ctx context.Context, stream string, body []byte) (*api.Decision, bool, error) {
+func (b tracedBackend) Decide(ctx context.Context, stream string, body []byte) (*service.Decision, bool, error) {
 	// The id is known once the service has read the event: set below.
 	ctx, span := b.tel.StartDecision(ctx, stream, "")
 	defer span.End()

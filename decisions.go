@@ -1,4 +1,4 @@
-package api
+package vigil
 
 import (
 	"cmp"
@@ -11,8 +11,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/vigil-cep/vigil/kafka"
 )
 
 // Reading the decisions topic for GET /v1/decisions.
@@ -25,19 +23,18 @@ const (
 	recentWait = 2 * time.Second
 )
 
-// RecentDecisions implements Backend from the decisions topic, the record
+// RecentDecisions reads the decisions topic, the record
 // of every instance's decisions: it looks through the newest recentScan
 // records of each partition (q.Limit without filters) and returns those q
 // selects, newest first (by record time, then partition and offset). Each call reads with a client
 // of its own, closed before it returns, so that nothing runs between calls
-// and the decision path shares nothing with it. Without b.Kafka it is
-// ErrUnavailable.
-func (b ServiceBackend) RecentDecisions(ctx context.Context, q DecisionQuery) ([]json.RawMessage, int, error) {
-	if len(b.Kafka.Brokers) == 0 {
+// and the decision path shares nothing with it.
+func (s *Service) RecentDecisions(ctx context.Context, q DecisionQuery) ([]json.RawMessage, int, error) {
+	if len(s.cfg.Kafka.Brokers) == 0 {
 		return nil, 0, fmt.Errorf("%w: recent decisions need the decisions topic, and this service was given no Kafka client configuration for it", ErrUnavailable)
 	}
-	topic := cmp.Or(b.DecisionsTopic, kafka.DefaultTopics.Decisions)
-	opts, err := b.Kafka.Opts()
+	topic := s.decisionsTopic()
+	opts, err := s.cfg.Kafka.Opts()
 	if err != nil {
 		return nil, 0, fmt.Errorf("kafka client for %s: %w", topic, err)
 	}
@@ -121,7 +118,7 @@ func (b ServiceBackend) RecentDecisions(ctx context.Context, q DecisionQuery) ([
 				delete(last, r.Partition)
 			}
 			scanned++
-			if json.Valid(r.Value) && matchesQuery(r.Value, q) {
+			if json.Valid(r.Value) && q.Selects(r.Value) {
 				hits = append(hits, hit{ts: r.Timestamp, part: r.Partition, off: r.Offset, rec: r.Value})
 			}
 		})
