@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/vigil-cep/vigil/service"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/vigil-cep/vigil/internal/jsonv"
 	"github.com/vigil-cep/vigil/rules"
+	"github.com/vigil-cep/vigil/service"
 )
 
 // decidingStreams are the streams of one ruleset version that decide.
@@ -112,7 +112,6 @@ func (h *Handler) postDecision(w http.ResponseWriter, r *http.Request) {
 	if replay {
 		w.Header().Set("Idempotent-Replay", "true")
 	}
-	h.remember(d)
 	writeJSON(w, http.StatusOK, d)
 }
 
@@ -127,13 +126,6 @@ func (h *Handler) getDecision(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.backendError(w, r, fmt.Sprintf("decision %q", id), err)
 		return
-	}
-	if d.Features == nil {
-		if f := h.explained.get(id); f != nil {
-			withFeatures := *d
-			withFeatures.Features = f
-			d = &withFeatures
-		}
 	}
 	writeJSON(w, http.StatusOK, d)
 }

@@ -75,10 +75,9 @@ func TestRecentDecisions(t *testing.T) {
 	mustProblem(t, f.do(req{path: "/v1/decisions"}), http.StatusInternalServerError, probInternal)
 }
 
-// TestDecisionFeaturesRemembered: GET /v1/decisions/{id} shows the features
-// the POST answered with, although the Backend's lookup returns the record
-// alone; a decision no rule matched has none.
-func TestDecisionFeaturesRemembered(t *testing.T) {
+// TestDecisionFeatures: GET /v1/decisions/{id} shows the decision with the
+// features the POST answered with; a decision no rule matched has none.
+func TestDecisionFeatures(t *testing.T) {
 	f := newFixture(t)
 	f.publish(baseDoc)
 	post := f.do(req{method: "POST", path: "/v1/decisions", token: tokDecider, body: `{"tx_id":"t1","user_id":"u1","amount":500,"ts":1}`})
@@ -91,25 +90,5 @@ func TestDecisionFeaturesRemembered(t *testing.T) {
 	mustStatus(t, f.do(req{method: "POST", path: "/v1/decisions", token: tokDecider, body: `{"tx_id":"t2","user_id":"u1","amount":5,"ts":2}`}), http.StatusOK)
 	if got := f.do(req{path: "/v1/decisions/t2", token: tokReader}); strings.Contains(got.Body.String(), "features") {
 		t.Errorf("GET t2 %s: features for a decision no rule matched", got.Body)
-	}
-}
-
-// TestExplainedCacheBounded: the features of the oldest id go once more
-// than explainedSize ids were answered.
-func TestExplainedCacheBounded(t *testing.T) {
-	var c explainedCache
-	f := map[string]map[string]any{"r": {"x": 1.0}}
-	for i := range explainedSize + 2 {
-		c.put(fmt.Sprint("id", i), f)
-	}
-	c.put("id5", f) // known: no eviction
-	if c.get("id0") != nil || c.get("id1") != nil || c.get("id2") == nil || c.get(fmt.Sprint("id", explainedSize+1)) == nil {
-		t.Error("not the oldest two forgotten")
-	}
-	c.mu.Lock()
-	n := len(c.mu.byID)
-	c.mu.Unlock()
-	if n != explainedSize {
-		t.Errorf("%d ids remembered, want %d", n, explainedSize)
 	}
 }

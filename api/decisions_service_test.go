@@ -9,8 +9,8 @@ import (
 )
 
 // TestRealServiceDecisionRepeats: against the real service, a repeated
-// decision request gets the first answer again, features included, byte for
-// byte; the same id for a user whose partition another task owns is a 409
+// decision request, and a lookup of its id, get the first answer again,
+// features included, byte for byte; the same id for a user whose partition another task owns is a 409
 // (the instance's tasks share their ids), either way round; a body whose
 // text is not Unicode is a 400.
 func TestRealServiceDecisionRepeats(t *testing.T) {
@@ -52,6 +52,11 @@ func TestRealServiceDecisionRepeats(t *testing.T) {
 	status, again, hdr := post(tx("t2", ua, 20))
 	if status != 200 || hdr.Get("Idempotent-Replay") != "true" || again != first {
 		t.Errorf("repeat: %d %v\n%s\nwant the first answer\n%s", status, hdr, again, first)
+	}
+	// The lookup by id shows the same answer: the task keeps the features
+	// with the id.
+	if status, got, _ := call(t, srv, gw, "GET", "/v1/decisions/t2", "", ""); status != 200 || strings.TrimSpace(got) != strings.TrimSpace(first) {
+		t.Errorf("GET /v1/decisions/t2: %d\n%s\nwant the first answer\n%s", status, got, first)
 	}
 
 	for _, c := range []struct {

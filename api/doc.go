@@ -148,13 +148,12 @@
 // # Decisions
 //
 // POST /v1/decisions takes the event as a JSON object and ?stream= (which
-// may be left out when exactly one stream decides). 200 with the service.Decision,
+// may be left out when exactly one stream decides). 200 with the Decision,
 // with Idempotent-Replay: true when the id was already decided; 409 for the
-// same id with another body; 429 (service.ErrSaturated) and 503 (service.ErrNotOwner) with
-// Retry-After. GET /v1/decisions/{id} adds the features the POST answered
-// with when the Backend returns the record alone (the service's lookup
-// does): the Handler remembers them for the last explainedSize ids it
-// answered. GET /v1/decisions lists the newest decisions of every instance
+// same id with another body; 429 (service.ErrSaturated) and 503
+// (service.ErrNotOwner) with Retry-After. GET /v1/decisions/{id} answers as
+// the POST did, features included (the owning task keeps them with the id).
+// GET /v1/decisions lists the newest decisions of every instance
 // (Backend.RecentDecisions: the service reads the newest records of the
 // decisions topic at each call), for a live view that polls.
 //
@@ -174,9 +173,8 @@
 // # Concurrency
 //
 // A Handler is safe for concurrent use and starts no goroutines. Its only
-// mutable state are caches: two of immutable per-version data, the deciding
+// mutable state are two caches of immutable per-version data: the deciding
 // streams of the latest version (an atomic pointer) and the item indexes of
 // recent versions (versionCache, one mutex, never held across a Backend
-// call or a parse), and the features of recent decisions (explainedCache,
-// one mutex held for a map operation).
+// call or a parse).
 package api

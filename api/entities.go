@@ -2,9 +2,10 @@ package api
 
 import (
 	"fmt"
-	"github.com/vigil-cep/vigil/service"
 	"math"
 	"net/http"
+
+	"github.com/vigil-cep/vigil/service"
 )
 
 // Entity view limits.

@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/vigil-cep/vigil/service"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/vigil-cep/vigil/service"
 )
 
 // Request routing (docs/design.md "Request routing"): a decision or an

@@ -174,7 +174,7 @@ func (b *memBackend) Decision(ctx context.Context, id string) (*service.Decision
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if d, ok := b.mu.decisions[id]; ok {
-		return &service.Decision{Record: d.d.Record}, nil
+		return d.d, nil
 	}
 	return nil, service.ErrNotFound
 }

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/vigil-cep/vigil/service"
 	"net/http"
 	"strconv"
 
 	"github.com/vigil-cep/vigil/rules"
+	"github.com/vigil-cep/vigil/service"
 )
 
 // problemType names a kind of error (RFC 9457 "type"). The URNs are stable;

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/vigil-cep/vigil/service"
 	"maps"
 	"net/http"
 	"net/url"
@@ -14,6 +13,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/vigil-cep/vigil/internal/rulesdoc"
+	"github.com/vigil-cep/vigil/service"
 )
 
 // versionView is a version as the API shows it: its metadata and, where

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"github.com/vigil-cep/vigil/service"
 	"math"
 	"net/http"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vigil-cep/vigil/internal/rulesdoc"
+	"github.com/vigil-cep/vigil/service"
 )
 
 // versions returns every version oldest first, without reordering the

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/vigil-cep/vigil/service"
 	"maps"
 	"net/http"
 	"slices"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/vigil-cep/vigil/internal/rulesdoc"
 	"github.com/vigil-cep/vigil/rules"
+	"github.com/vigil-cep/vigil/service"
 )
 
 // validate is POST /v1/rules:validate: load a document, or one item in the

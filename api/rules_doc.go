@@ -3,13 +3,13 @@ package api
 import (
 	"cmp"
 	"encoding/json"
-	"github.com/vigil-cep/vigil/service"
 	"maps"
 	"slices"
 	"strconv"
 	"sync"
 
 	"github.com/vigil-cep/vigil/internal/rulesdoc"
+	"github.com/vigil-cep/vigil/service"
 )
 
 // Documents are edited and compared as rulesdoc trees: an item edit is

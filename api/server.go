@@ -118,10 +118,9 @@ type Handler struct {
 	mux             *chi.Mux
 	routes          []route
 
-	deciding  atomic.Pointer[decidingStreams] // of the latest version seen
-	index     versionCache
-	explained explainedCache // features of the decisions answered, for GET /v1/decisions/{id}
-	peers     *Peers         // forwarding to the owner of a key (forward.go); nil: none
+	deciding atomic.Pointer[decidingStreams] // of the latest version seen
+	index    versionCache
+	peers    *Peers // forwarding to the owner of a key (forward.go); nil: none
 }
 
 // New returns the API over b. It fails when opts is invalid (see

@@ -6,10 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/vigil-cep/vigil/service"
 	"io"
 
 	"github.com/vigil-cep/vigil/rules"
+	"github.com/vigil-cep/vigil/service"
 )
 
 // Backtest replays input under the current and the candidate rulesets, each

@@ -2,10 +2,10 @@ package engine
 
 import (
 	"encoding/json"
-	"github.com/vigil-cep/vigil/service"
 	"strconv"
 
 	"github.com/vigil-cep/vigil/internal/jsonv"
+	"github.com/vigil-cep/vigil/service"
 	"github.com/vigil-cep/vigil/stream"
 	"github.com/vigil-cep/vigil/window"
 )

@@ -2,13 +2,13 @@ package engine
 
 import (
 	"fmt"
-	"github.com/vigil-cep/vigil/service"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/vigil-cep/vigil/internal/prefetch"
+	"github.com/vigil-cep/vigil/service"
 )
 
 // An id (a stream's transaction id) keys its decision (docs/design.md
