@@ -217,220 +217,369 @@ func entryOrder(entries []entry, runs []run) (order, index []int32) {
 // DecodeState reads one State and leaves the bytes after it: the caller
 // calls d.Finish (or reads on) and must check d.Err before using the State.
 func (n *NFA) DecodeState(d *codec.Decoder, dec func(d *codec.Decoder) any) *State {
-	s := n.decodeState(d, dec)
-	if d.Err() != nil {
-		return nil // dec may have failed after the last check
+	r := stateReader{nfa: n, d: d}
+	if !r.readHeader() || !r.readDropped() {
+		return nil
 	}
+	// The event table and the branch roots are scratch, made here rather
+	// than kept in r: escape analysis does not tell r's fields apart, so
+	// next to the tables the State keeps they would go to the heap, while
+	// here small ones stay on the stack.
+	//
+	// A time and a seq take a byte each at least.
+	events := eventRefs{table: make([]*Event, d.Count(2))}
+	if !r.readEvents(events.table, dec) || !r.readSlots(&events) || !r.readEntries() {
+		return nil
+	}
+	root := branchRoots(r.entries, make([]int32, len(r.entries)))
+	ok := r.readRuns(root) &&
+		r.checkRefCounts() &&
+		r.checkWalkOrder() &&
+		r.readHeld(&events) &&
+		r.checkHeldBlocked() &&
+		r.checkEventsReferred(&events)
+	if !ok {
+		return nil
+	}
+	s := n.NewState()
+	s.buf = buffer{entries: r.entries, events: r.slots, live: len(r.slots)}
+	s.runs = r.runs
+	s.held = r.held
+	s.dropped = r.dropped
 	return s
 }
 
-// decodeState is DecodeState; every path that returns nil calls d.Fail or
-// follows a read that failed.
-func (n *NFA) decodeState(d *codec.Decoder, dec func(d *codec.Decoder) any) *State {
-	fail := func(format string, args ...any) *State {
-		d.Fail("cep state: "+format, args...)
+// stateReader is one DecodeState call. It reads the sections in the order
+// Encode writes them, so that every index is checked against a table that is
+// already complete and checked, and checks what only the whole can tell (that
+// reference counts add up, that nothing is left unreferred) once all is read.
+//
+// Every read and check method reports corrupt input through d (d.Fail) and
+// returns false once d has an error, so that DecodeState stops at the first
+// error and returns a State only when d has none.
+type stateReader struct {
+	nfa *NFA
+	d   *codec.Decoder
+
+	// What the State keeps.
+	dropped int64
+	slots   []slot
+	entries []entry
+	runs    []run
+	held    []completed
+}
+
+// eventRefs is the event table, and how far slots and held matches have
+// referred to it. Events must be first referred to in table order, the order
+// Encode numbers them in, so that the encoding stays canonical; that also
+// proves with one comparison, at the end, that every event is referred to.
+type eventRefs struct {
+	table []*Event
+	next  int // the first event nothing has referred to yet
+}
+
+// ref returns event k, or false if k is out of range or refers to an event
+// after the next new one.
+func (e *eventRefs) ref(k int) (*Event, bool) {
+	if k >= len(e.table) || k > e.next {
+		return nil, false
+	}
+	if k == e.next {
+		e.next++
+	}
+	return e.table[k], true
+}
+
+// readEventRef reads the index of the event that the slot or held match
+// named by what and i (as in "slot 3") refers to. The name starts the error
+// message, so that a corrupt checkpoint says where it is corrupt. It returns
+// nil once d has an error.
+func (r *stateReader) readEventRef(events *eventRefs, what string, i int) *Event {
+	k := r.d.Int()
+	if r.d.Err() != nil {
 		return nil
 	}
+	ev, ok := events.ref(k)
+	if !ok {
+		r.fail("%s %d: event %d out of range or out of order (%d events, next new %d)", what, i, k, len(events.table), events.next)
+		return nil
+	}
+	return ev
+}
+
+// fail reports corrupt input, under a prefix that tells which part of a
+// checkpoint was being decoded. It returns false for the callers' returns.
+func (r *stateReader) fail(format string, args ...any) bool {
+	r.d.Fail("cep state: "+format, args...)
+	return false
+}
+
+// readHeader reads the version and the shape of the NFA the State was written
+// for, before anything else: a checkpoint of another layout, or of another
+// pattern, whose NFA state indexes mean nothing here, must be refused, not
+// misread.
+func (r *stateReader) readHeader() bool {
+	d, n := r.d, r.nfa
 	v := d.Uvarint()
 	if d.Err() != nil {
-		return nil
+		return false
 	}
 	if v != stateVersion {
-		return fail("unknown version %d", v)
+		return r.fail("unknown version %d", v)
 	}
 	steps, states, within, skip, skipStep := d.Int(), d.Int(), d.Varint(), d.Int(), d.Int()-1
 	if d.Err() != nil {
-		return nil
+		return false
 	}
 	if steps != n.steps || states != len(n.states) || within != n.within || skip != int(n.skip) || skipStep != n.skipStep {
-		return fail("written for another pattern (%d steps, %d states, within %d, skip %d:%d; this one has %d, %d, %d, %d:%d)",
+		return r.fail("written for another pattern (%d steps, %d states, within %d, skip %d:%d; this one has %d, %d, %d, %d:%d)",
 			steps, states, within, skip, skipStep, n.steps, len(n.states), n.within, n.skip, n.skipStep)
 	}
-	dropped := d.Uvarint()
-	if dropped > math.MaxInt64 {
-		return fail("dropped count %d out of range", dropped)
-	}
+	return true
+}
 
-	// Events: a time and a seq take a byte each at least.
-	events := make([]*Event, d.Count(2))
-	for i := range events {
+// readDropped reads the dropped counter, written unsigned: a value an int64
+// cannot hold can only be corruption.
+func (r *stateReader) readDropped() bool {
+	dropped := r.d.Uvarint()
+	if dropped > math.MaxInt64 {
+		return r.fail("dropped count %d out of range", dropped)
+	}
+	r.dropped = int64(dropped)
+	return r.d.Err() == nil
+}
+
+// readEvents fills the event table. Events are written once however many
+// slots and held matches refer to them, so that the restored State shares
+// *Event pointers where the original did.
+func (r *stateReader) readEvents(table []*Event, dec func(d *codec.Decoder) any) bool {
+	d := r.d
+	for i := range table {
 		t, seq := d.Varint(), d.Uvarint()
 		v := dec(d)
 		if d.Err() != nil {
-			return nil
-		}
-		events[i] = &Event{Time: t, Seq: seq, Value: v}
-	}
-	// Events must be first referred to in table order, which also proves,
-	// at the end, that each is referred to.
-	nextEvent := 0
-	refEvent := func(k int) bool {
-		if k >= len(events) || k > nextEvent {
 			return false
 		}
-		if k == nextEvent {
-			nextEvent++
-		}
-		return true
+		table[i] = &Event{Time: t, Seq: seq, Value: v}
 	}
+	return d.Err() == nil
+}
 
-	slots := make([]slot, d.Count(1))
-	for i := range slots {
-		k := d.Int()
-		if d.Err() != nil {
-			return nil
+// readSlots reads the shared buffer's event slots. Their reference counts are
+// not written: readEntries counts them, so they cannot disagree with the
+// entries.
+func (r *stateReader) readSlots(events *eventRefs) bool {
+	d := r.d
+	r.slots = make([]slot, d.Count(1))
+	for i := range r.slots {
+		if r.slots[i].ev = r.readEventRef(events, "slot", i); r.slots[i].ev == nil {
+			return false
 		}
-		if !refEvent(k) {
-			return fail("slot %d: event %d out of range or out of order (%d events, next new %d)", i, k, len(events), nextEvent)
-		}
-		slots[i].ev = events[k]
 	}
+	return d.Err() == nil
+}
 
-	entries := make([]entry, d.Count(4))
-	root := make([]int32, len(entries)) // first entry of each entry's branch
+// readEntries reads the shared buffer's entries and counts the slots'
+// references. It also proves that every slot is referred to: slots must be
+// first used in order, so one comparison with the next new slot at the end
+// proves it.
+func (r *stateReader) readEntries() bool {
+	d := r.d
+	r.entries = make([]entry, d.Count(4))
 	nextSlot := 0
-	for i := range entries {
+	for i := range r.entries {
 		sl, step, pred, refs := d.Int(), d.Int(), d.Int()-1, d.Int()
-		if d.Err() != nil {
-			return nil
-		}
-		switch {
-		case sl >= len(slots) || sl > nextSlot:
-			return fail("entry %d: slot %d out of range or out of order (%d slots, next new %d)", i, sl, len(slots), nextSlot)
-		case step >= n.steps:
-			return fail("entry %d: step %d out of range (%d steps)", i, step, n.steps)
-		case pred >= i:
-			return fail("entry %d: predecessor %d does not come before it", i, pred)
-		case pred >= 0 && int(entries[pred].step) > step:
-			return fail("entry %d: step %d after step %d: a branch's steps never decrease", i, step, entries[pred].step)
-		case refs == 0:
-			return fail("entry %d: no reference", i)
+		if d.Err() != nil || !r.checkEntry(i, sl, step, pred, refs, nextSlot) {
+			return false
 		}
 		if sl == nextSlot {
 			nextSlot++
 		}
-		slots[sl].refs++
-		entries[i] = entry{ev: int32(sl), step: int32(step), pred: int32(pred), refs: int32(refs)}
+		r.slots[sl].refs++
+		r.entries[i] = entry{ev: int32(sl), step: int32(step), pred: int32(pred), refs: int32(refs)}
+	}
+	if nextSlot != len(r.slots) {
+		return r.fail("slot %d: no entry refers to it", nextSlot)
+	}
+	return d.Err() == nil
+}
+
+// checkEntry checks entry i against the entries before it. Its predecessor
+// must come first, which rules out the cycles that would make a branch walk
+// loop forever, with one comparison; steps never decrease along a branch, as
+// the NFA takes events step after step; and slots are first used in order,
+// the order Encode numbers them in.
+func (r *stateReader) checkEntry(i, sl, step, pred, refs, nextSlot int) bool {
+	switch {
+	case sl >= len(r.slots) || sl > nextSlot:
+		return r.fail("entry %d: slot %d out of range or out of order (%d slots, next new %d)", i, sl, len(r.slots), nextSlot)
+	case step >= r.nfa.steps:
+		return r.fail("entry %d: step %d out of range (%d steps)", i, step, r.nfa.steps)
+	case pred >= i:
+		return r.fail("entry %d: predecessor %d does not come before it", i, pred)
+	case pred >= 0 && int(r.entries[pred].step) > step:
+		return r.fail("entry %d: step %d after step %d: a branch's steps never decrease", i, step, r.entries[pred].step)
+	case refs == 0:
+		return r.fail("entry %d: no reference", i)
+	}
+	return true
+}
+
+// branchRoots fills root with the first entry of each entry's branch, in one
+// pass since predecessors come first, so that readRuns finds a partial
+// match's first event without walking its branch. It returns root.
+func branchRoots(entries []entry, root []int32) []int32 {
+	for i, en := range entries {
 		root[i] = int32(i)
-		if pred >= 0 {
-			root[i] = root[pred]
+		if en.pred >= 0 {
+			root[i] = root[en.pred]
 		}
 	}
-	if nextSlot != len(slots) {
-		return fail("slot %d: no entry refers to it", nextSlot)
-	}
+	return root
+}
 
-	runs := make([]run, d.Count(4))
-	for i := range runs {
+// readRuns reads the partial matches. A partial match never rests in the
+// final state (it completes) nor in a stop state (it is discarded). Timeouts,
+// the cap and the skip strategies find partial matches by start, so its start
+// must be its branch's first event, and the partial matches come in start
+// order.
+func (r *stateReader) readRuns(root []int32) bool {
+	d, n := r.d, r.nfa
+	r.runs = make([]run, d.Count(4))
+	for i := range r.runs {
 		st, last, start, seq := d.Int(), d.Int(), d.Varint(), d.Uvarint()
 		if d.Err() != nil {
-			return nil
+			return false
 		}
 		if st >= len(n.states) {
-			return fail("partial match %d: unknown state %d (%d states)", i, st, len(n.states))
+			return r.fail("partial match %d: unknown state %d (%d states)", i, st, len(n.states))
 		}
-		// A partial match never rests in the final state (it completes) nor
-		// in a stop state (it is discarded).
 		if k := n.states[st].kind; k != kindNormal && k != kindPending {
-			return fail("partial match %d: state %d is not a waiting state", i, st)
+			return r.fail("partial match %d: state %d is not a waiting state", i, st)
 		}
-		if last >= len(entries) {
-			return fail("partial match %d: entry %d out of range (%d entries)", i, last, len(entries))
+		if last >= len(r.entries) {
+			return r.fail("partial match %d: entry %d out of range (%d entries)", i, last, len(r.entries))
 		}
-		// Timeouts, the cap and the skip strategies find partial matches by
-		// start: it must be the branch's first event, and runs in its order.
-		first := slots[entries[root[last]].ev].ev
+		first := r.slots[r.entries[root[last]].ev].ev
 		if start != first.Time || seq != first.Seq {
-			return fail("partial match %d: starts at %d/%d, its first event is %d/%d", i, start, seq, first.Time, first.Seq)
+			return r.fail("partial match %d: starts at %d/%d, its first event is %d/%d", i, start, seq, first.Time, first.Seq)
 		}
-		runs[i] = run{state: int32(st), last: int32(last), start: start, startSeq: seq}
-		if i > 0 && runs[i].before(runs[i-1].start, runs[i-1].startSeq) {
-			return fail("partial match %d: out of start order", i)
+		r.runs[i] = run{state: int32(st), last: int32(last), start: start, startSeq: seq}
+		if i > 0 && r.runs[i].before(r.runs[i-1].start, r.runs[i-1].startSeq) {
+			return r.fail("partial match %d: out of start order", i)
 		}
 	}
+	return d.Err() == nil
+}
 
-	// Reference counts must add up: an entry is referred to by the partial
-	// matches that end with it and by the entries that follow it. A count
-	// too high would leak the entry; too low would free it while in use.
-	refs := make([]int32, len(entries))
-	for _, en := range entries {
+// checkRefCounts checks that each entry's reference count is what the buffer
+// would have counted: the partial matches that end with it and the entries
+// that follow it. A count too high would leak the entry; too low would free
+// it while in use.
+func (r *stateReader) checkRefCounts() bool {
+	refs := make([]int32, len(r.entries))
+	for _, en := range r.entries {
 		if en.pred >= 0 {
 			refs[en.pred]++
 		}
 	}
-	for _, r := range runs {
-		refs[r.last]++
+	for _, ru := range r.runs {
+		refs[ru.last]++
 	}
-	for i, en := range entries {
+	for i, en := range r.entries {
 		if en.refs != refs[i] {
-			return fail("entry %d: %d references recorded, %d found", i, en.refs, refs[i])
+			return r.fail("entry %d: %d references recorded, %d found", i, en.refs, refs[i])
 		}
 	}
-	order, _ := entryOrder(entries, runs)
+	return true
+}
+
+// checkWalkOrder checks that the entries come in the order Encode writes
+// them, the order a walk of the partial matches first meets them, so that a
+// State has one encoding; and that the walk reaches them all, since an entry
+// no partial match reaches would never be freed.
+func (r *stateReader) checkWalkOrder() bool {
+	order, _ := entryOrder(r.entries, r.runs)
 	for i, x := range order {
 		if int(x) != i {
-			return fail("entry %d: out of order (the walk of the partial matches meets entry %d there)", i, x)
+			return r.fail("entry %d: out of order (the walk of the partial matches meets entry %d there)", i, x)
 		}
 	}
-	if len(order) != len(entries) {
-		return fail("%d entries, %d reached by partial matches", len(entries), len(order))
+	if len(order) != len(r.entries) {
+		return r.fail("%d entries, %d reached by partial matches", len(r.entries), len(order))
 	}
+	return true
+}
 
-	// Held matches: a start, a seq, Match.Start, Match.End and a count per
-	// step take a byte each at least.
-	held := make([]completed, d.Count(4+n.steps))
-	if len(held) > 0 && n.skip == NoSkip {
-		return fail("%d matches held back without a skip strategy", len(held))
+// readHeld reads the completed matches a skip strategy holds back. Only a
+// skip strategy holds matches back, and it emits them in order; a held
+// match's start must be its first event, as for a partial match, since the
+// skip strategies compare the two.
+func (r *stateReader) readHeld(events *eventRefs) bool {
+	d, n := r.d, r.nfa
+	// A start, a seq, Match.Start, Match.End and a count per step take a
+	// byte each at least.
+	r.held = make([]completed, d.Count(4+n.steps))
+	if len(r.held) > 0 && n.skip == NoSkip {
+		return r.fail("%d matches held back without a skip strategy", len(r.held))
 	}
-	for i := range held {
-		c := &held[i]
+	for i := range r.held {
+		c := &r.held[i]
 		c.start, c.startSeq, c.m.Start, c.m.End = d.Varint(), d.Uvarint(), d.Varint(), d.Varint()
-		c.m.Events = make([][]*Event, n.steps)
-		for step := range c.m.Events {
-			k := d.Count(1)
-			if k == 0 {
-				continue // nil, as materialize leaves a step without events
-			}
-			evs := make([]*Event, k)
-			for j := range evs {
-				x := d.Int()
-				if d.Err() != nil {
-					return nil
-				}
-				if !refEvent(x) {
-					return fail("held match %d: event %d out of range or out of order (%d events, next new %d)", i, x, len(events), nextEvent)
-				}
-				evs[j] = events[x]
-			}
-			c.m.Events[step] = evs
-		}
-		if d.Err() != nil {
-			return nil
+		if !r.readHeldEvents(i, &c.m, events) {
+			return false
 		}
 		first := firstEvent(c.m.Events)
 		if first == nil {
-			return fail("held match %d: no events", i)
+			return r.fail("held match %d: no events", i)
 		}
 		if c.start != first.Time || c.startSeq != first.Seq {
-			return fail("held match %d: starts at %d/%d, its first event is %d/%d", i, c.start, c.startSeq, first.Time, first.Seq)
+			return r.fail("held match %d: starts at %d/%d, its first event is %d/%d", i, c.start, c.startSeq, first.Time, first.Seq)
 		}
-		if i > 0 && compareCompleted(held[i-1], *c) > 0 {
-			return fail("held match %d: out of order", i)
+		if i > 0 && compareCompleted(r.held[i-1], *c) > 0 {
+			return r.fail("held match %d: out of order", i)
 		}
 	}
-	// A match is held back only while an older partial match may still
-	// prune it; otherwise the last call would have emitted it.
-	if len(held) > 0 && (len(runs) == 0 || !runs[0].before(held[0].start, held[0].startSeq)) {
-		return fail("a match is held back, but no partial match started before it")
-	}
-	if nextEvent != len(events) {
-		return fail("event %d: nothing refers to it", nextEvent)
-	}
+	return d.Err() == nil
+}
 
-	s := n.NewState()
-	s.buf = buffer{entries: entries, events: slots, live: len(slots)}
-	s.runs = runs
-	s.held = held
-	s.dropped = int64(dropped)
-	return s
+// readHeldEvents reads the events of held match i, step by step, as indexes
+// into the event table: a held match shares its events with the buffer and
+// with the other held matches, as it did in the original State.
+func (r *stateReader) readHeldEvents(i int, m *Match, events *eventRefs) bool {
+	d := r.d
+	m.Events = make([][]*Event, r.nfa.steps)
+	for step := range m.Events {
+		k := d.Count(1)
+		if k == 0 {
+			continue // nil, as materialize leaves a step without events
+		}
+		evs := make([]*Event, k)
+		for j := range evs {
+			if evs[j] = r.readEventRef(events, "held match", i); evs[j] == nil {
+				return false
+			}
+		}
+		m.Events[step] = evs
+	}
+	return d.Err() == nil
+}
+
+// checkHeldBlocked checks that a match is held back only while an older
+// partial match may still prune it; otherwise the last call would have
+// emitted it.
+func (r *stateReader) checkHeldBlocked() bool {
+	if len(r.held) > 0 && (len(r.runs) == 0 || !r.runs[0].before(r.held[0].start, r.held[0].startSeq)) {
+		return r.fail("a match is held back, but no partial match started before it")
+	}
+	return true
+}
+
+// checkEventsReferred checks that every event is referred to, by a slot or a
+// held match, since Encode writes only those.
+func (r *stateReader) checkEventsReferred(events *eventRefs) bool {
+	if events.next != len(events.table) {
+		return r.fail("event %d: nothing refers to it", events.next)
+	}
+	return true
 }
