@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -52,9 +53,10 @@ type Options struct {
 	// RetryAfter is the Retry-After of 429 and 503 answers to decisions.
 	// Default DefaultRetryAfter; rounded up to whole seconds.
 	RetryAfter time.Duration
-	// Logger receives access logs (Info; Error for 5xx; Debug for /healthz,
-	// /readyz and /metrics), recovered panics and backend failures. Default
-	// slog.Default().
+	// Logger receives access logs (Info; Error for 5xx; Debug for the
+	// routes served at the rate of transactions or probes: decisions,
+	// entities, /healthz, /readyz, /metrics), recovered panics and backend
+	// failures. Default slog.Default().
 	Logger *slog.Logger
 	// Middleware, when set, wraps every request (metrics, tracing). It runs
 	// inside the router, after the request id is set (RequestID) and inside
@@ -344,7 +346,7 @@ func (h *Handler) requestContext(next http.Handler) http.Handler {
 		switch {
 		case status >= 500:
 			level = slog.LevelError
-		case pattern == "/healthz" || pattern == "/readyz" || pattern == "/metrics":
+		case hotRoute(pattern):
 			level = slog.LevelDebug
 		}
 		if !h.log.Enabled(r.Context(), level) {
@@ -360,6 +362,22 @@ func (h *Handler) requestContext(next http.Handler) http.Handler {
 			slog.String("key", info.key),
 		)
 	})
+}
+
+// hotRoute reports whether a route is served at the rate of transactions or
+// probes (decisions, entity reads, health, metrics): its access log is at
+// Debug, since a line per request cost a few percent of the decision path's
+// CPU and the metrics count these requests already (docs/design.md
+// "Decision API"). Authoring requests, rare and worth an audit trail, log
+// at Info.
+func hotRoute(pattern string) bool {
+	switch {
+	case pattern == "/healthz" || pattern == "/readyz" || pattern == "/metrics":
+		return true
+	case strings.HasPrefix(pattern, "/v1/decisions") || strings.HasPrefix(pattern, "/v1/entities"):
+		return true
+	}
+	return false
 }
 
 // recoverPanics turns a handler panic into a 500 problem and logs it with

@@ -138,6 +138,12 @@ func TestAccessLog(t *testing.T) {
 	if _, ok := line["duration"]; !ok {
 		t.Error("no duration")
 	}
+	// A decision, at the rate of transactions: Debug.
+	mustStatus(t, f.do(req{method: "POST", path: "/v1/decisions", token: tokDecider, body: `{"tx_id":"t1","user_id":"u1","amount":5,"ts":1}`,
+		header: map[string]string{"X-Request-ID": "rid-2"}}), http.StatusOK)
+	if !strings.Contains(f.logs.String(), `"level":"DEBUG","msg":"http request","method":"POST","route":"/v1/decisions"`) {
+		t.Errorf("no Debug access log line for a decision:\n%s", f.logs)
+	}
 	for _, tok := range []string{tokAdmin, tokAnalyst} {
 		if strings.Contains(f.logs.String(), tok) {
 			t.Error("a token reached the log")
