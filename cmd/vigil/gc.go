@@ -1,11 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"os"
 	"runtime/debug"
-	"strconv"
-	"strings"
+
+	"github.com/vigil-cep/vigil/internal/memlimit"
 )
 
 // Collector settings. The live heap of both commands is the retained state
@@ -13,13 +12,13 @@ import (
 // collector saves a large share of the CPU for memory. GOGC and GOMEMLIMIT,
 // when set, win.
 const (
-	// serveGOGC is vigil serve's: a service's heap must stay predictable
-	// (GOMEMLIMIT, set by the deployments, caps it).
+	// serveGOGC is vigil serve's: a service's heap must stay predictable,
+	// and the soft memory limit (setMemoryLimit) caps it.
 	serveGOGC = 400
 	// replayGOGC is vigil replay's, a batch job: on the 1M workload it saves
-	// about a fifth of the CPU against 400, at the same peak RSS (README,
-	// Performance), and a soft memory limit (replayMemoryLimit) makes the
-	// collector work harder before a large replay runs out of memory.
+	// about a fifth of the CPU against 400, at the same peak RSS
+	// (docs/performance.md), and the soft memory limit makes the collector
+	// work harder before a large replay runs out of memory.
 	replayGOGC = 800
 )
 
@@ -30,35 +29,19 @@ func setGOGC(percent int) {
 	}
 }
 
-// setReplayMemoryLimit sets a soft memory limit of three quarters of the
-// machine's memory unless GOMEMLIMIT is set or the size is unknown: with
-// replayGOGC the heap may grow to nine times the live state, and near the
-// limit the collector runs as often as it must instead.
-func setReplayMemoryLimit() {
+// setMemoryLimit sets a soft memory limit of three quarters of the memory the
+// process may use (its container's limit, or the machine's memory:
+// memlimit.Available) unless GOMEMLIMIT is set or the size is unknown: with
+// a lazy collector the heap may grow to several times the live state, and
+// near the limit the collector runs as often as it must instead. The last
+// quarter is for what the collector does not count against the limit's
+// goal as tightly (stacks, fragmentation) and for the page cache of the
+// checkpoint files.
+func setMemoryLimit() {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	if total := memTotal(); total > 0 {
-		debug.SetMemoryLimit(total / 4 * 3)
+	if avail := memlimit.Available(); avail > 0 {
+		debug.SetMemoryLimit(avail / 4 * 3)
 	}
-}
-
-// memTotal returns MemTotal from /proc/meminfo in bytes, or 0.
-func memTotal() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				return 0
-			}
-			return kb << 10
-		}
-	}
-	return 0
 }

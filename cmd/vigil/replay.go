@@ -75,7 +75,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	setGOGC(replayGOGC)
-	setReplayMemoryLimit()
+	setMemoryLimit()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

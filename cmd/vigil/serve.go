@@ -88,6 +88,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.Partitions = int32(*partitions)
 	setGOGC(serveGOGC)
+	setMemoryLimit()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

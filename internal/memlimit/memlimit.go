@@ -1,0 +1,112 @@
+// Package memlimit finds how much memory this process may use: the limit of
+// its control group when it runs in a container (cgroup v2 or v1), else the
+// machine's memory. The commands derive the collector's soft memory limit
+// from it (runtime/debug.SetMemoryLimit), so that a service in a 2 GiB pod
+// collects harder as it nears 2 GiB instead of being killed, with no
+// GOMEMLIMIT to keep in step with the pod's limit.
+package memlimit
+
+import (
+	"bufio"
+	"io/fs"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+)
+
+// Available returns the memory this process may use, in bytes: the lowest of
+// its control group's limit and the machine's memory; 0 when neither can be
+// read (not Linux).
+func Available() int64 { return available(os.DirFS("/")) }
+
+// noLimit is where a limit stops meaning anything: cgroup v1 writes "no
+// limit" as the largest page-aligned int64.
+const noLimit = 1 << 62
+
+// available is Available over a file system rooted at "/".
+func available(fsys fs.FS) int64 {
+	total := memTotal(fsys)
+	if l := cgroupLimit(fsys); l > 0 && (total == 0 || l < total) {
+		return l
+	}
+	return total
+}
+
+// cgroupLimit returns the memory limit of the process's control group, 0
+// when it has none or it cannot be read. It looks where the process's
+// /proc/self/cgroup says its group is and, since a container sees its own
+// group as the root of the hierarchy, at the root too.
+func cgroupLimit(fsys fs.FS) int64 {
+	f, err := fsys.Open("proc/self/cgroup")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var files []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// hierarchy-ID:controllers:path
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		dir := strings.TrimPrefix(parts[2], "/")
+		switch {
+		case parts[0] == "0" && parts[1] == "": // cgroup v2
+			files = append(files, path.Join("sys/fs/cgroup", dir, "memory.max"), "sys/fs/cgroup/memory.max")
+		case hasController(parts[1], "memory"): // cgroup v1
+			files = append(files, path.Join("sys/fs/cgroup/memory", dir, "memory.limit_in_bytes"),
+				"sys/fs/cgroup/memory/memory.limit_in_bytes")
+		}
+	}
+	var limit int64
+	for _, name := range files {
+		if l := readLimit(fsys, name); l > 0 && (limit == 0 || l < limit) {
+			limit = l
+		}
+	}
+	return limit
+}
+
+func hasController(list, name string) bool {
+	for c := range strings.SplitSeq(list, ",") {
+		if c == name {
+			return true
+		}
+	}
+	return false
+}
+
+// readLimit reads a limit file: a byte count, or "max" (none); 0 for none.
+func readLimit(fsys fs.FS, name string) int64 {
+	b, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n <= 0 || n >= noLimit {
+		return 0
+	}
+	return n
+}
+
+// memTotal returns MemTotal from /proc/meminfo in bytes, or 0.
+func memTotal(fsys fs.FS) int64 {
+	f, err := fsys.Open("proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
