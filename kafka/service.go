@@ -525,18 +525,34 @@ func (s *Service) assign(ctx context.Context, offsets map[string]map[int32]kgo.O
 	}
 	slices.Sort(parts)
 	parts = slices.Compact(parts)
+	var start []int32
+	s.mu.Lock()
 	for _, p := range parts {
-		s.mu.Lock()
-		_, running := s.tasks[p]
-		s.mu.Unlock()
-		if running {
+		if _, running := s.tasks[p]; !running {
+			start = append(start, p)
+		}
+	}
+	s.mu.Unlock()
+	// The tasks restore in parallel: each reads its own checkpoint and
+	// decisions (the stores are safe for concurrent use by different
+	// tasks), and a process's restore takes about as long as its largest
+	// task's rather than the sum (docs/design.md "Delivery").
+	started := make([]*task, len(start))
+	errs := make([]error, len(start))
+	var wg sync.WaitGroup
+	for i, p := range start {
+		wg.Go(func() {
+			if started[i], errs[i] = s.startTask(ctx, p); errs[i] != nil {
+				errs[i] = fmt.Errorf("task %d: %w", p, errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	for i, t := range started {
+		if t == nil {
 			continue
 		}
-		t, err := s.startTask(ctx, p)
-		if err != nil {
-			s.failWith(fmt.Errorf("task %d: %w", p, err))
-			return offsets, err
-		}
+		p := start[i]
 		for _, in := range InputTopics(t.rs) {
 			if off, ok := t.next[in]; ok {
 				if offsets[in] == nil {
@@ -546,12 +562,16 @@ func (s *Service) assign(ctx context.Context, offsets map[string]map[int32]kgo.O
 			}
 		}
 		s.mu.Lock()
-		s.tasks[p] = t
+		s.tasks[p] = t // also when another failed: Run stops it with the others
 		if t.rs != s.rs {
 			t.switchTo(s.rs) // a version published while the task was starting
 		}
 		s.mu.Unlock()
 		s.log.Info("task started", "task", p, "restored", t.restored, "offsets", t.next)
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.failWith(err)
+		return offsets, err
 	}
 	return offsets, nil
 }
