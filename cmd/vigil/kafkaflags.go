@@ -11,7 +11,7 @@ import (
 const kafkaPropertiesFlag = "kafka-properties"
 
 // kafkaClient holds the connection flags of every command that opens a
-// Kafka client (serve, rules, gen, bench): --brokers and --kafka-properties.
+// Kafka client (serve, rules, gen): --brokers and --kafka-properties.
 type kafkaClient struct {
 	brokers    *string
 	properties *string

@@ -6,16 +6,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime/debug"
-	"sort"
-	"strings"
-	"syscall"
+
+	"github.com/vigil-cep/vigil/internal/cli"
 )
 
 // command is one vigil subcommand.
@@ -35,114 +32,50 @@ func commands() map[string]command {
 		"serve":    {"run the rules over Kafka (an embedded broker unless --brokers is given)", runServe},
 		"broker":   {"run the embedded Kafka-protocol broker alone", runBroker},
 		"rules":    {"rules pull: write the live ruleset to a file; rules push FILE: publish it as the next version", runRules},
-		"loadtest": {"send decision requests to a running vigil serve at a fixed rate and report latencies", runLoadtest},
-		"bench":    {"measure throughput and latency: Kafka pass-through ceiling, replay, Vigil over Kafka", runBench},
 	}
 }
 
+// program is vigil with its commands.
+func program() cli.Program {
+	cmds := make(map[string]cli.Command)
+	for name, c := range commands() {
+		cmds[name] = cli.Command{Summary: c.summary, Run: c.run}
+	}
+	return cli.Program{Name: "vigil", Title: "Vigil: real-time complex-event processing and fraud rules.", Commands: cmds}
+}
+
 // errUsage marks errors whose message is the usage text already printed.
-var errUsage = errors.New("usage")
+var errUsage = cli.ErrUsage
 
 // exitError carries a specific exit status (validate: 1 when the document has errors).
 type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
-}
+// ExitStatus is the status vigil exits with (cli.Program.Run).
+func (e exitError) ExitStatus() int { return e.code }
+
+func main() { os.Exit(program().Main()) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	cmd, ok := commands()[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "vigil: unknown command %q\n\n", args[0])
-		usage(stderr)
-		return 2
-	}
-	err := cmd.run(ctx, args[1:], stdout, stderr)
-	var ee exitError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errUsage):
-		return 2
-	case errors.As(err, &ee):
-		return ee.code
-	}
-	fmt.Fprintf(stderr, "vigil %s: %v\n", args[0], err)
-	return 1
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "Vigil: real-time complex-event processing and fraud rules.")
-	fmt.Fprintln(w, "\nUsage: vigil <command> [flags]\n\nCommands:")
-	cmds := commands()
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-9s %s\n", n, cmds[n].summary)
-	}
-	fmt.Fprintln(w, "\nRun 'vigil <command> --help' for the flags of a command.")
+	return program().Run(ctx, args, stdout, stderr)
 }
 
 // newFlags returns a flag set whose --help prints the command's usage.
 func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: vigil %s\n\n%s\n\nFlags:\n", synopsis, commands()[name].summary)
-		fs.PrintDefaults()
-	}
-	return fs
+	return program().NewFlags(name, synopsis, stderr)
 }
 
 // parse parses args, mapping flag errors to errUsage (the flag package has
 // printed them with the usage).
 func parse(fs *flag.FlagSet, args []string) error {
-	_, err := parseArgs(fs, args, 0)
-	return err
+	return cli.Parse(fs, args)
 }
 
 // parseArgs parses args that may hold up to max positional arguments among
-// the flags (`vigil replay rules.yaml --events e.ndjson` as well as the
-// flags first), and returns them. After "--" everything is positional.
+// the flags, and returns them (cli.ParseArgs).
 func parseArgs(fs *flag.FlagSet, args []string, max int) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, errUsage
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			pos = append(pos, rest...) // the flag package consumed "--"
-			break
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
-	}
-	if len(pos) > max {
-		fmt.Fprintf(fs.Output(), "unexpected arguments: %s\n", strings.Join(pos[max:], " "))
-		fs.Usage()
-		return nil, errUsage
-	}
-	return pos, nil
+	return cli.ParseArgs(fs, args, max)
 }
 
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {

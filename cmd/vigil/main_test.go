@@ -3,9 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,6 +62,8 @@ func TestUsage(t *testing.T) {
 		{nil, 2, "Usage: vigil <command>"},
 		{[]string{"--help"}, 0, "Commands:"},
 		{[]string{"nope"}, 2, `unknown command "nope"`},
+		{[]string{"bench"}, 2, `unknown command "bench"`}, // a tool of vigil-bench, not of the product
+		{[]string{"loadtest"}, 2, `unknown command "loadtest"`},
 		{[]string{"replay", "--help"}, 0, "Usage: vigil replay RULES.yaml"},
 		{[]string{"replay"}, 2, "a ruleset is required (RULES.yaml, or --rules)"},
 		{[]string{"replay", "--bogus"}, 2, "flag provided but not defined: -bogus"},
@@ -79,30 +78,5 @@ func TestUsage(t *testing.T) {
 	}
 	if code, out, _ := runCLI(t, "version"); code != 0 || !strings.HasPrefix(out, "vigil ") {
 		t.Errorf("version: exit %d, %q", code, out)
-	}
-}
-
-// The ruleset may come as an argument, before or after the flags, as for
-// validate; "--" ends the flags.
-func TestParseArgs(t *testing.T) {
-	for _, tt := range []struct {
-		args []string
-		pos  string
-		out  string
-		err  error
-	}{
-		{[]string{"r.yaml", "--out", "o"}, "[r.yaml]", "o", nil},
-		{[]string{"--out", "o", "r.yaml"}, "[r.yaml]", "o", nil},
-		{[]string{"--out", "o"}, "[]", "o", nil},
-		{[]string{"--", "--out"}, "[--out]", "", nil},
-		{[]string{"a.yaml", "b.yaml"}, "[]", "", errUsage},
-	} {
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		out := fs.String("out", "", "")
-		pos, err := parseArgs(fs, tt.args, 1)
-		if err != tt.err || (err == nil && (fmt.Sprint(pos) != tt.pos || *out != tt.out)) {
-			t.Errorf("parseArgs(%q) = %v, %v (out %q); want %s, %v (out %q)", tt.args, pos, err, *out, tt.pos, tt.err, tt.out)
-		}
 	}
 }

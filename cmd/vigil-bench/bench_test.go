@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TestBenchCommand runs a small `vigil bench --json` through run and checks
+// TestBenchCommand runs a small `vigil-bench bench --json` through run and checks
 // the report: every field present, positive throughputs, every event
 // accounted for in each phase, ordered latency percentiles. No timing is
 // asserted: machines are noisy.
@@ -20,7 +20,7 @@ func TestBenchCommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out, errOut strings.Builder
-	code := run(ctx, []string{"bench", "--events", "3000", "--users", "300", "--latency-duration", "2s",
+	code := program().Run(ctx, []string{"bench", "--events", "3000", "--users", "300", "--latency-duration", "2s",
 		"--rate", "1000", "--runs", "2", "--json",
 		// Every client of the bench must authenticate: one that does not
 		// fails against this broker.

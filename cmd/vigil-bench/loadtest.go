@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/vigil-cep/vigil/internal/cli"
 )
 
 // runLoadtest is an open-loop load generator for POST /v1/decisions: each
@@ -20,7 +22,7 @@ import (
 // due, so a slow server cannot hide its queueing by slowing the generator
 // down (coordinated omission).
 func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("loadtest", "loadtest [--url URL] [--rate N] [--duration D] [--find-max]", stderr)
+	fs := program().NewFlags("loadtest", "loadtest [--url URL] [--rate N] [--duration D] [--find-max]", stderr)
 	url := fs.String("url", "http://127.0.0.1:8080", "the API's base URL")
 	stream := fs.String("stream", "transactions", "the deciding stream")
 	token := fs.String("token", "", "bearer token (a decider key)")
@@ -31,7 +33,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	findMax := fs.Bool("find-max", false, "raise the rate step by step to the highest one sustained with p99 under --max-p99 and no errors")
 	maxP99 := fs.Duration("max-p99", 100*time.Millisecond, "with --find-max: the p99 a sustained rate must keep")
 	asJSON := fs.Bool("json", false, "print results as JSON lines")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	var run [4]byte

@@ -34,15 +34,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/examples"
+	"github.com/vigil-cep/vigil/internal/cli"
 	"github.com/vigil-cep/vigil/internal/workload"
 	"github.com/vigil-cep/vigil/kafka"
 	"github.com/vigil-cep/vigil/kafka/kconf"
+	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/rules"
 )
 
-// `vigil bench` measures, in one process, on one embedded broker and one
+// `vigil-bench bench` measures, in one process, on one embedded broker and one
 // workload:
 //
 //  1. the Kafka pass-through ceiling: a bare franz-go client, configured as
@@ -56,7 +57,7 @@ import (
 //
 // Every phase is bounded by --timeout and says so when it runs out.
 
-// benchConfig holds the flags of `vigil bench`.
+// benchConfig holds the flags of `vigil-bench bench`.
 type benchConfig struct {
 	events, users, partitions int
 	runs                      int
@@ -111,6 +112,12 @@ func (p *cpuProfiler) close() error {
 	return errors.Join(p.err, err)
 }
 
+// serveGOGC is vigil serve's collector setting (serveGOGC of cmd/vigil),
+// which phases 2 to 4 run at unless GOGC is set: the ratio of phase 3 to
+// phase 2 is then the Kafka layer's cost, not a difference of collector
+// settings. TestBenchServeGOGC holds it to vigil's.
+const serveGOGC = 400
+
 // Phase names, as --profile-phase takes them.
 const (
 	phasePassthrough = "passthrough"
@@ -126,7 +133,7 @@ var phaseTitles = map[string]string{
 	phaseLatency:     "phase 4 (event-to-decision latency)",
 }
 
-// benchResult is what `vigil bench --json` prints.
+// benchResult is what `vigil-bench bench --json` prints.
 type benchResult struct {
 	Workload    benchWorkload     `json:"workload"`
 	Broker      string            `json:"broker"`
@@ -226,7 +233,7 @@ to the example ruleset's input topics, then measures:
 Each phase is bounded by --timeout.`
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", benchSynopsis, stderr)
+	fs := program().NewFlags("bench", benchSynopsis, stderr)
 	var c benchConfig
 	fs.IntVar(&c.events, "events", 200_000, "events of the throughput workload (phases 1-3)")
 	fs.IntVar(&c.users, "users", 20_000, "distinct users of the workload")
@@ -241,7 +248,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&c.verbose, "verbose", false, "log the services at info level (default: warnings only) to standard error")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) of one phase, while its clock runs, to this file")
 	fs.StringVar(&c.profilePhase, "profile-phase", phaseKafka, "the phase --cpuprofile records: passthrough, replay, kafka or latency")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	var bad []string
@@ -272,7 +279,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(bad) > 0 {
 		fmt.Fprintln(stderr, strings.Join(bad, "\n"))
 		fs.Usage()
-		return errUsage
+		return cli.ErrUsage
 	}
 
 	if c.cpuProfile != "" {
@@ -1121,6 +1128,10 @@ func (w *decisionWatcher) close() {
 // backlog and outputs are not in its way.
 const latencySuffix = ".bench-latency"
 
+// latencyWarmPrefix starts the ids of phase 4's warm-up transactions, which
+// the decision watcher counts apart: they are not in the latencies.
+const latencyWarmPrefix = "bench-warmup-"
+
 // benchLatencyPhase: phase 4. A fresh service (its own input, output and
 // rules topics, group and data directory; DefaultConfig settings) is
 // started and warmed up (one transaction per partition, decided before the
@@ -1138,41 +1149,16 @@ func benchLatencyPhase(ctx context.Context, c benchConfig, kc kconf.Config, dir 
 	defer cancel()
 	fail := func(err error) (*benchLatency, error) { return nil, phaseError(ctx, title, bound, err) }
 
-	seed, err := renameTopics(examples.Fraud, latencySuffix)
+	lw, err := newLatencyWorkload(c)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", title, err)
 	}
-	lrs, err := rules.Load(seed)
-	if err != nil {
-		return nil, fmt.Errorf("%s: renamed ruleset: %w", title, err)
-	}
-	names, topics := streamTopics(lrs)
-	events := max(1, int(math.Round(c.rate*c.latencyDuration.Seconds())))
-	wc := workload.Config{Users: c.users, Events: events, Seed: c.seed, Partitions: c.partitions, Rate: c.rate}
-	for wc.Validate() != nil && wc.Users > 1 {
-		wc.Users /= 2 // too few events for the planted fraud of that many users
-	}
-	if err := wc.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: workload: %w", title, err)
-	}
-	wl, err := makeWorkload(wc, names)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", title, err)
-	}
-
-	cfg := kafka.DefaultConfig
-	cfg.Kafka = kc
-	cfg.Group = "bench-latency"
-	cfg.DataDir = filepath.Join(dir, "latency")
-	cfg.Partitions = int32(c.partitions)
-	cfg.Logger = log
-	cfg.Topics = cfg.Topics.WithSuffix(latencySuffix)
-	svc, err := kafka.New(pctx, cfg, seed, true)
+	cfg := latencyServiceConfig(c, kc, dir, log)
+	svc, err := kafka.New(pctx, cfg, lw.ruleset, true)
 	if err != nil {
 		return fail(fmt.Errorf("start the service: %w", err))
 	}
-	const warmPrefix = "bench-warmup-"
-	w, err := watchDecisions(kc, cfg.Topics.Decisions, warmPrefix, "", nil)
+	w, err := watchDecisions(kc, cfg.Topics.Decisions, latencyWarmPrefix, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -1184,111 +1170,236 @@ func benchLatencyPhase(ctx context.Context, c benchConfig, kc kconf.Config, dir 
 			run.stop()
 		}
 	}()
-
-	prod, err := benchClient(kc, kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(0))
+	prod, err := newLatencyProducer(kc)
 	if err != nil {
 		return nil, err
 	}
-	defer prod.Close()
-	var produceErr atomic.Pointer[error]
-	onAck := func(_ *kgo.Record, err error) {
-		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, kgo.ErrClientClosed) {
-			produceErr.CompareAndSwap(nil, &err)
-		}
-	}
+	defer prod.close()
 
-	// Warm-up: a transaction on every partition, from users of its own, a
-	// minute of event time before the workload; the clock starts once the
-	// service has decided them all (group joined, tasks running).
-	txTopic := topics[names["transactions"]]
-	warmed := w.goal(func(s decisionCounts) bool { return s.warm >= c.partitions })
-	for p := range c.partitions {
-		id := fmt.Sprintf("%s%d", warmPrefix, p)
-		v := fmt.Sprintf(`{"tx_id":%q,"user_id":%q,"amount":1,"currency":"EUR","merchant":"m0000","card":"c%s",`+
-			`"ip":"127.0.0.1","device":"d%s","country":"FR","ts":%d}`, id, id, id, id, workload.DefaultStart-60_000)
-		prod.Produce(pctx, &kgo.Record{Topic: txTopic, Partition: int32(p), Key: []byte(id), Value: []byte(v)}, onAck)
+	if err := warmUp(pctx, prod, w, run, lw.txTopic, c.partitions); err != nil {
+		return fail(err)
 	}
-	select {
-	case <-warmed:
-	case err := <-run.done:
-		run.done <- err
-		return fail(fmt.Errorf("warm-up: the service stopped: %v", err))
-	case <-pctx.Done():
-		return fail(errStopped(pctx, fmt.Sprintf("warm-up: %d of %d warm-up transactions decided", w.counts().warm, c.partitions)))
-	}
-
-	// The paced run.
-	done := w.goal(func(s decisionCounts) bool { return s.ids >= wl.txIDs })
-	sent := make(map[string]time.Time, wl.txIDs)
-	interval := float64(time.Second) / c.rate
-	var behind time.Duration
+	done := w.goal(func(s decisionCounts) bool { return s.ids >= lw.txIDs })
 	c.prof.begin(phaseLatency)
-	start := time.Now()
-	var last time.Time
-	for i := range wl.records {
-		due := start.Add(time.Duration(float64(i) * interval))
-		now := time.Now()
-		if d := due.Sub(now); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-pctx.Done():
-			}
-			now = time.Now()
-		}
-		if pctx.Err() != nil {
-			return fail(errStopped(pctx, fmt.Sprintf("%d of %d events produced", i, len(wl.records))))
-		}
-		behind = max(behind, now.Sub(due))
-		r := &wl.records[i]
-		if r.txID != "" {
-			if _, ok := sent[r.txID]; !ok {
-				sent[r.txID] = now
-			}
-		}
-		last = now
-		prod.Produce(pctx, &kgo.Record{Topic: topics[r.stream], Partition: r.part, Key: r.key, Value: r.value}, onAck)
+	sent, err := sendPaced(pctx, prod, lw, c.rate)
+	if err != nil {
+		return fail(err)
 	}
-	var werr error
-	select {
-	case <-done:
-		c.prof.end(phaseLatency)
-	case err := <-run.done:
-		run.done <- err
-		werr = fmt.Errorf("the service stopped: %v", err)
-	case <-pctx.Done():
-		s := w.counts()
-		werr = errStopped(pctx, fmt.Sprintf("all %d events produced; %d of %d transaction ids decided", len(wl.records), s.ids, wl.txIDs))
-	}
+	werr := awaitDecisions(pctx, c.prof, done, run, w, lw)
 	stopped = true
 	if err := run.stop(); err != nil {
 		werr = errors.Join(werr, err)
 	}
-	if e := produceErr.Load(); e != nil {
-		werr = errors.Join(werr, fmt.Errorf("produce: %w", *e))
+	if err := prod.err(); err != nil {
+		werr = errors.Join(werr, fmt.Errorf("produce: %w", err))
 	}
 	if werr != nil {
 		return fail(werr)
 	}
-	w.close()
+	w.close() // received reads what it noted without its lock
+	return latencyResult(c, lw, sent, w), nil
+}
 
-	lat := make([]time.Duration, 0, len(sent))
-	for id, at := range sent {
+// latencyWorkload is phase 4's input: the example ruleset with its topics
+// renamed (latencySuffix), and a workload for those topics.
+type latencyWorkload struct {
+	*benchWorkloadData
+	ruleset []byte   // the renamed document: the service's first version
+	topics  []string // the renamed input topics, by benchRecord.stream
+	txTopic string   // the transactions' topic, where the warm-up goes
+	users   int      // the workload's users, which may be fewer than --users
+}
+
+// newLatencyWorkload renames the example's topics and generates rate ×
+// duration events for them, paced at the rate in event time too. A short
+// phase has too few events for the fraud planted for --users users: the
+// users are halved until the workload is valid, rather than refusing a
+// short phase.
+func newLatencyWorkload(c benchConfig) (*latencyWorkload, error) {
+	seed, err := renameTopics(examples.Fraud, latencySuffix)
+	if err != nil {
+		return nil, err
+	}
+	lrs, err := rules.Load(seed)
+	if err != nil {
+		return nil, fmt.Errorf("renamed ruleset: %w", err)
+	}
+	names, topics := streamTopics(lrs)
+	events := max(1, int(math.Round(c.rate*c.latencyDuration.Seconds())))
+	wc := workload.Config{Users: c.users, Events: events, Seed: c.seed, Partitions: c.partitions, Rate: c.rate}
+	for wc.Validate() != nil && wc.Users > 1 {
+		wc.Users /= 2
+	}
+	if err := wc.Validate(); err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	wl, err := makeWorkload(wc, names)
+	if err != nil {
+		return nil, err
+	}
+	return &latencyWorkload{benchWorkloadData: wl, ruleset: seed, topics: topics,
+		txTopic: topics[names["transactions"]], users: wc.Users}, nil
+}
+
+// latencyServiceConfig is phase 4's service: DefaultConfig, whose latency
+// settings are the ones measured, with a group, data directory and topics
+// of its own, so that nothing phase 3 left is read or in the way.
+func latencyServiceConfig(c benchConfig, kc kconf.Config, dir string, log *slog.Logger) kafka.Config {
+	cfg := kafka.DefaultConfig
+	cfg.Kafka = kc
+	cfg.Group = "bench-latency"
+	cfg.DataDir = filepath.Join(dir, "latency")
+	cfg.Partitions = int32(c.partitions)
+	cfg.Logger = log
+	cfg.Topics = cfg.Topics.WithSuffix(latencySuffix)
+	return cfg
+}
+
+// latencyProducer sends phase 4's records: each to the partition the
+// workload names, with no linger (a record leaves when it is due, as a
+// latency-minded producer sends it) and no delivery timeout (the phase's
+// context bounds it). Acknowledgements are not awaited one by one, which
+// would slow the pace down; the first failed one is kept, and fails the
+// phase after the run.
+type latencyProducer struct {
+	cl    *kgo.Client
+	onAck func(*kgo.Record, error)
+	first atomic.Pointer[error]
+}
+
+func newLatencyProducer(kc kconf.Config) (*latencyProducer, error) {
+	cl, err := benchClient(kc, kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(0))
+	if err != nil {
+		return nil, err
+	}
+	p := &latencyProducer{cl: cl}
+	p.onAck = func(_ *kgo.Record, err error) {
+		// Records still in flight when the phase stops fail with these.
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, kgo.ErrClientClosed) {
+			p.first.CompareAndSwap(nil, &err)
+		}
+	}
+	return p, nil
+}
+
+func (p *latencyProducer) produce(ctx context.Context, r *kgo.Record) { p.cl.Produce(ctx, r, p.onAck) }
+
+// err returns the first failed acknowledgement, or nil.
+func (p *latencyProducer) err() error {
+	if e := p.first.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+func (p *latencyProducer) close() { p.cl.Close() }
+
+// warmUp sends a transaction on every partition, from users of its own, a
+// minute of event time before the workload, and returns once the service
+// has decided them all: the clock then starts with the group joined and the
+// tasks running, so that start-up is not counted as latency.
+func warmUp(ctx context.Context, prod *latencyProducer, w *decisionWatcher, run *runningService, txTopic string, partitions int) error {
+	warmed := w.goal(func(s decisionCounts) bool { return s.warm >= partitions })
+	for p := range partitions {
+		id := fmt.Sprintf("%s%d", latencyWarmPrefix, p)
+		v := fmt.Sprintf(`{"tx_id":%q,"user_id":%q,"amount":1,"currency":"EUR","merchant":"m0000","card":"c%s",`+
+			`"ip":"127.0.0.1","device":"d%s","country":"FR","ts":%d}`, id, id, id, id, workload.DefaultStart-60_000)
+		prod.produce(ctx, &kgo.Record{Topic: txTopic, Partition: int32(p), Key: []byte(id), Value: []byte(v)})
+	}
+	select {
+	case <-warmed:
+		return nil
+	case err := <-run.done:
+		run.done <- err // stop reads it
+		return fmt.Errorf("warm-up: the service stopped: %v", err)
+	case <-ctx.Done():
+		return errStopped(ctx, fmt.Sprintf("warm-up: %d of %d warm-up transactions decided", w.counts().warm, partitions))
+	}
+}
+
+// pacedSend is what sendPaced noted.
+type pacedSend struct {
+	sent        map[string]time.Time // each transaction id's first Produce call
+	start, last time.Time            // the loop's start (record 0 due) and its last Produce call
+	behind      time.Duration        // the most a Produce call came after its due time
+}
+
+// sendPaced produces the workload's records in order at rate, record i due
+// at start + i/rate, and notes when each transaction id was first sent. The
+// schedule is open loop: a record sent late does not push the later ones
+// back, so a producer that falls behind catches up and says by how much
+// (behind), rather than lowering the rate the service is measured at.
+func sendPaced(ctx context.Context, prod *latencyProducer, lw *latencyWorkload, rate float64) (*pacedSend, error) {
+	s := &pacedSend{sent: make(map[string]time.Time, lw.txIDs)}
+	interval := float64(time.Second) / rate
+	s.start = time.Now()
+	for i := range lw.records {
+		due := s.start.Add(time.Duration(float64(i) * interval))
+		now := time.Now()
+		if d := due.Sub(now); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+			now = time.Now()
+		}
+		if ctx.Err() != nil {
+			return nil, errStopped(ctx, fmt.Sprintf("%d of %d events produced", i, len(lw.records)))
+		}
+		s.behind = max(s.behind, now.Sub(due))
+		r := &lw.records[i]
+		if r.txID != "" {
+			if _, ok := s.sent[r.txID]; !ok {
+				s.sent[r.txID] = now
+			}
+		}
+		s.last = now
+		prod.produce(ctx, &kgo.Record{Topic: lw.topics[r.stream], Partition: r.part, Key: r.key, Value: r.value})
+	}
+	return s, nil
+}
+
+// awaitDecisions waits, once every record is sent, for done: a decision for
+// every transaction id. The profile of the phase stops there, before the
+// service's shutdown. Otherwise it says why the decisions did not come: the
+// service stopped, or the phase timed out or was interrupted.
+func awaitDecisions(ctx context.Context, prof *cpuProfiler, done <-chan time.Time, run *runningService, w *decisionWatcher, lw *latencyWorkload) error {
+	select {
+	case <-done:
+		prof.end(phaseLatency)
+		return nil
+	case err := <-run.done:
+		run.done <- err // stop reads it
+		return fmt.Errorf("the service stopped: %v", err)
+	case <-ctx.Done():
+		s := w.counts()
+		return errStopped(ctx, fmt.Sprintf("all %d events produced; %d of %d transaction ids decided", len(lw.records), s.ids, lw.txIDs))
+	}
+}
+
+// latencyResult computes the phase's figures from the send times and the
+// arrival times the watcher noted (w closed): the latency of a transaction
+// id is its first decision's arrival minus its first Produce call, and the
+// achieved rate counts from the first to the last Produce call.
+func latencyResult(c benchConfig, lw *latencyWorkload, s *pacedSend, w *decisionWatcher) *benchLatency {
+	lat := make([]time.Duration, 0, len(s.sent))
+	for id, at := range s.sent {
 		if got, ok := w.received(id); ok {
 			lat = append(lat, got.Sub(at))
 		}
 	}
 	slices.Sort(lat)
-	res := &benchLatency{Rate: c.rate, DurationSeconds: c.latencyDuration.Seconds(), Users: wc.Users,
-		Events: len(wl.records), Transactions: wl.info.Transactions, TransactionIDs: wl.txIDs, Decided: len(lat),
-		MaxBehindMs: ms(behind), GOGC: gcPercent()}
-	if span := last.Sub(start); span > 0 && len(wl.records) > 1 {
-		res.AchievedRate = float64(len(wl.records)-1) / span.Seconds()
+	res := &benchLatency{Rate: c.rate, DurationSeconds: c.latencyDuration.Seconds(), Users: lw.users,
+		Events: len(lw.records), Transactions: lw.info.Transactions, TransactionIDs: lw.txIDs, Decided: len(lat),
+		MaxBehindMs: ms(s.behind), GOGC: gcPercent()}
+	if span := s.last.Sub(s.start); span > 0 && len(lw.records) > 1 {
+		res.AchievedRate = float64(len(lw.records)-1) / span.Seconds()
 	}
 	if len(lat) > 0 {
 		res.P50Ms, res.P99Ms, res.MaxMs = ms(percentile(lat, 50)), ms(percentile(lat, 99)), ms(lat[len(lat)-1])
 	}
-	return res, nil
+	return res
 }
 
 // percentile returns the nearest-rank percentile of sorted durations.

@@ -1,0 +1,31 @@
+// Command vigil-bench measures Vigil; it is not part of the product binary.
+//
+// vigil-bench bench runs, in one process, on one embedded broker and one
+// workload, the Kafka pass-through ceiling (a bare franz-go client with the
+// service's settings), vigil replay, the Vigil service over Kafka, and
+// event-to-decision latency at a fixed input rate. vigil-bench loadtest
+// drives POST /v1/decisions of a running vigil serve at a fixed rate (open
+// loop) and reports latencies. The figures they produce, the commands that
+// produced them and what was tried are in docs/performance.md.
+package main
+
+import (
+	"os"
+
+	"github.com/vigil-cep/vigil/internal/cli"
+)
+
+// program is vigil-bench with its subcommands (a function, not a variable:
+// the subcommands read it for their --help).
+func program() cli.Program {
+	return cli.Program{
+		Name:  "vigil-bench",
+		Title: "vigil-bench: measure Vigil's throughput and latency (figures: docs/performance.md).",
+		Commands: map[string]cli.Command{
+			"bench":    {Summary: "measure throughput and latency: Kafka pass-through ceiling, replay, Vigil over Kafka", Run: runBench},
+			"loadtest": {Summary: "send decision requests to a running vigil serve at a fixed rate and report latencies", Run: runLoadtest},
+		},
+	}
+}
+
+func main() { os.Exit(program().Main()) }
