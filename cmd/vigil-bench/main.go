@@ -5,7 +5,8 @@
 // service's settings), vigil replay, the Vigil service over Kafka, and
 // event-to-decision latency at a fixed input rate. vigil-bench loadtest
 // drives POST /v1/decisions of a running vigil serve at a fixed rate (open
-// loop) and reports latencies. The figures they produce, the commands that
+// loop) and reports latencies; vigil-bench bare serves the floor it is
+// compared with, a bare handler that decodes the same JSON. The figures they produce, the commands that
 // produced them and what was tried are in docs/performance.md.
 package main
 
@@ -24,6 +25,7 @@ func program() cli.Program {
 		Commands: map[string]cli.Command{
 			"bench":    {Summary: "measure throughput and latency: Kafka pass-through ceiling, replay, Vigil over Kafka", Run: runBench},
 			"loadtest": {Summary: "send decision requests to a running vigil serve at a fixed rate and report latencies", Run: runLoadtest},
+			"bare":     {Summary: "serve a bare POST /v1/decisions (decode the event, answer a decision; no engine, no Kafka): the floor loadtest measures the API against", Run: runBare},
 		},
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -107,5 +108,39 @@ func TestLoadtestCommand(t *testing.T) {
 	}
 	if !(0 <= r.P50 && r.P50 <= r.P99 && r.P99 <= r.Max) {
 		t.Errorf("p50 %v, p99 %v, max %v: want 0 <= p50 <= p99 <= max", r.P50, r.P99, r.Max)
+	}
+}
+
+// TestLoadtestBare: loadtest against the bare handler: every request is
+// answered with a decision record of its own transaction.
+func TestLoadtestBare(t *testing.T) {
+	srv := httptest.NewServer(bareHandler())
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/decisions?stream=transactions", "application/json",
+		strings.NewReader(`{"tx_id":"t\"1","user_id":"u1","amount":5,"ts":1000}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var d struct {
+		Decision struct{ ID, Key, Action string }
+	}
+	if err := json.Unmarshal(body, &d); resp.StatusCode != 200 || err != nil || d.Decision.ID != `t"1` || d.Decision.Key != "u1" || d.Decision.Action != "allow" {
+		t.Fatalf("%d %s (%v)", resp.StatusCode, body, err)
+	}
+	if resp, err := http.Post(srv.URL+"/v1/decisions", "application/json", strings.NewReader(`{`)); err != nil {
+		t.Error(err)
+	} else if resp.Body.Close(); resp.StatusCode != 400 {
+		t.Errorf("malformed JSON: %d, want 400", resp.StatusCode)
+	}
+	var out, errOut bytes.Buffer
+	if code := program().Run(context.Background(), []string{"loadtest", "--url", srv.URL, "--rate", "200", "--duration", "100ms",
+		"--workers", "4", "--json"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit status %d: %s", code, errOut.String())
+	}
+	var r loadResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.OK != 20 || r.Errors != 0 {
+		t.Errorf("loadtest against bare: %+v, %v", r, err)
 	}
 }
