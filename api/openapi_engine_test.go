@@ -8,6 +8,7 @@ import (
 
 	"github.com/vigil-cep/vigil/api"
 	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/replay"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/service"
 )
@@ -83,7 +84,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := engine.Backtest(t.Context(), rs, cand, []byte(input.String()), 10, engine.ReplayConfig{Decoders: 1})
+	r, err := replay.Backtest(t.Context(), rs, cand, []byte(input.String()), 10, replay.Config{Decoders: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

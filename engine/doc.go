@@ -1,5 +1,8 @@
-// Package engine runs a compiled ruleset over records: the Task (one per input
-// partition, docs/design.md "Architecture") and the replay driver.
+// Package engine runs a compiled ruleset over records: the Task, one per
+// input partition (docs/design.md "Architecture"). Drivers feed it: the
+// Kafka service (package kafka) and replay (package replay), each through
+// Task.Process and the Task's other whole operations (decide, advance,
+// snapshot, restore).
 //
 // A record goes through two halves. The Extractor, stateless, decodes the
 // value and evaluates the stream's key, time and id, and prepares what history
@@ -9,14 +12,15 @@
 // deduplicates, keeps history, updates windows, feeds joins and patterns
 // (whose pairs and matches are events of derived streams, processed at once
 // the same way), decides (rules), then moves the watermark: patterns flush
-// their event-time buffers first, then windows fire and state expires.
+// their event-time buffers first, then windows fire and state expires. While
+// it processes a record it loads the state of the next few (its lookahead), a
+// trick it keeps to itself.
 //
 // Ownership: a Task is not safe for concurrent use; exactly one goroutine
 // feeds it and receives its outputs, in processing order, through its emit
-// function. Replay reads and decodes on a pipeline (reader, decode workers),
-// runs one Task per partition on its own goroutine (taskSet), and merges their
-// outputs by input line, then partition. Every goroutine Replay starts has
-// returned when it returns.
+// function. An Extractor, likewise, belongs to one goroutine; an Enricher to
+// the goroutine that drives it, with one reader goroutine per enrichment
+// that Close stops.
 //
 // Invariants: every input record is counted once (processed, a duplicate, or
 // DLQ with its reason); outputs depend only on the input and the ruleset, so a

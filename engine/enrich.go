@@ -22,9 +22,8 @@ type LookupFactory func(e *rules.Enrichment) (asyncio.Lookup, error)
 // One goroutine drives it (replay's, or a live task's); one reader goroutine
 // per enrichment collects results; Close stops them all.
 type Enricher struct {
-	x    *Extractor // key expressions and re-projection, on the replay goroutine
-	ops  []*enrichOp
-	recs []*Record // scratch for run
+	x   *Extractor // key expressions and re-projection, on the driving goroutine
+	ops []*enrichOp
 }
 
 type enrichOp struct {
@@ -36,7 +35,10 @@ type enrichOp struct {
 	wg   sync.WaitGroup   // the reader
 }
 
-func newEnricher(rs *rules.Ruleset, lookups LookupFactory) (*Enricher, error) {
+// NewEnricher returns the enrichments of rs for a driver (a live task, a
+// replay), which calls Enrich on each batch of its records before processing
+// them. Close stops its lookups.
+func NewEnricher(rs *rules.Ruleset, lookups LookupFactory) (*Enricher, error) {
 	x, err := NewExtractor(rs)
 	if err != nil {
 		return nil, err
@@ -70,27 +72,6 @@ func newEnricher(rs *rules.Ruleset, lookups LookupFactory) (*Enricher, error) {
 		en.ops = append(en.ops, eo)
 	}
 	return en, nil
-}
-
-// run enriches the batch's records (see Enrich).
-func (en *Enricher) run(ctx context.Context, b *batch) error {
-	recs := en.recs[:0]
-	for j := range b.items {
-		if it := &b.items[j]; !it.control {
-			recs = append(recs, &it.rec)
-		}
-	}
-	en.recs = recs
-	err := en.Enrich(ctx, recs)
-	clear(en.recs)
-	return err
-}
-
-// NewEnricher returns the enrichments of rs for a live task, which calls
-// Enrich on each batch of its records before processing them. Close stops
-// its lookups.
-func NewEnricher(rs *rules.Ruleset, lookups LookupFactory) (*Enricher, error) {
-	return newEnricher(rs, lookups)
 }
 
 // Close stops the enrichments' operators.
@@ -153,15 +134,6 @@ func (en *Enricher) Enrich(ctx context.Context, recs []*Record) error {
 		}
 	}
 	return nil
-}
-
-// stats adds the enrichments' counters to s.
-func (en *Enricher) stats(s *Stats) {
-	for _, eo := range en.ops {
-		st := eo.op.Stats()
-		s.Lookups += st.Completed
-		s.LookupFallbacks += st.Fallbacks
-	}
 }
 
 // close stops every operator and reader.

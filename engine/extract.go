@@ -3,7 +3,9 @@ package engine
 import (
 	"fmt"
 	"slices"
+	"sync"
 
+	"github.com/vigil-cep/vigil/internal/jsonv"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/stream"
 )
@@ -19,10 +21,10 @@ type Extractor struct {
 	// histAt is, per stream decoded into slots, where each of its
 	// HistoryFields is among its DecodeFields; nil for other streams.
 	histAt [][]int
-	slab   []any // where newSlots takes slots from
-	// chunks, while the Extractor decodes a replay batch, collects the
-	// batch's full slot chunks, for the batch to recycle (batch.release).
-	chunks *[][]any
+	slab   []any // where newSlots takes slots from, when no Slab is in use
+	// arena, when set (UseSlab), is where newSlots takes slots from
+	// instead, for its owner to recycle.
+	arena *Slab
 }
 
 // NewExtractor returns an Extractor for rs.
@@ -56,23 +58,117 @@ const slotChunk = 16 << 10
 // newSlots returns n slots, each rules.Absent, for one event. They come
 // from a chunk shared with the events decoded before and after it, which
 // lives as long as any of them: an event's slots are read while the task
-// processes it, and not kept. (A replay batch recycles its chunks once
-// run: see batch.release.)
+// processes it, and not kept. The chunk is the Slab's in use, if any, which
+// its owner recycles (Slab.Free).
 func (x *Extractor) newSlots(n int) []any {
-	if len(x.slab)+n > cap(x.slab) {
-		if x.chunks != nil {
-			*x.chunks = append(*x.chunks, x.slab)
-			x.slab = getSlotChunk(n)
+	slab := &x.slab
+	if x.arena != nil {
+		slab = &x.arena.cur
+	}
+	if len(*slab)+n > cap(*slab) {
+		if x.arena != nil {
+			if cap(*slab) > 0 {
+				x.arena.full = append(x.arena.full, *slab)
+			}
+			*slab = getSlotChunk(n)
 		} else {
-			x.slab = make([]any, 0, max(slotChunk, n))
+			*slab = make([]any, 0, max(slotChunk, n))
 		}
 	}
-	s := x.slab[len(x.slab) : len(x.slab)+n : len(x.slab)+n]
-	x.slab = x.slab[:len(x.slab)+n]
+	s := (*slab)[len(*slab) : len(*slab)+n : len(*slab)+n]
+	*slab = (*slab)[:len(*slab)+n]
 	for i := range s {
 		s[i] = rules.Absent
 	}
 	return s
+}
+
+// Slab holds the slots of the records an Extractor decodes while the Slab
+// is in use (UseSlab): a stream whose expressions read only some fields
+// (rules.Stream.DecodeFields) has them decoded into slots, not a map, and
+// the slots of many records share chunks. A driver that knows when a run of
+// records is done with (a replay batch, once its tasks have processed it)
+// gives the run a Slab and frees it then, so that the chunks are reused, not
+// allocated afresh for every run: fresh, they were a tenth of replay's
+// allocations. The zero value is an empty Slab. Not safe for concurrent
+// use; once decoding is over, the Slab is only read, through its records.
+type Slab struct {
+	cur  []any   // the chunk being filled
+	full [][]any // the chunks filled before it
+}
+
+// UseSlab makes x take the slots of the records it decodes from s, until the
+// next UseSlab; nil makes it allocate them, for the garbage collector to
+// free with the last record that uses them (the default).
+func (x *Extractor) UseSlab(s *Slab) { x.arena = s }
+
+// Free recycles the Slab's chunks and empties it. The records whose slots it
+// holds must not be used any more: the chunks go to other records.
+func (s *Slab) Free() {
+	for _, c := range s.full {
+		putSlotChunk(c)
+	}
+	putSlotChunk(s.cur)
+	clear(s.full)
+	s.cur, s.full = nil, s.full[:0]
+}
+
+// slotPool recycles the chunks of freed Slabs.
+var slotPool sync.Pool // of *[]any, empty, cleared
+
+// putSlotChunk recycles a chunk, if there is one.
+func putSlotChunk(c []any) {
+	if cap(c) == 0 {
+		return
+	}
+	clear(c) // no pointers into the values of records done with
+	c = c[:0]
+	slotPool.Put(&c)
+}
+
+// getSlotChunk returns an empty slot chunk with room for n slots at least.
+func getSlotChunk(n int) []any {
+	if p, ok := slotPool.Get().(*[]any); ok && cap(*p) >= n {
+		return *p
+	}
+	return make([]any, 0, max(slotChunk, n))
+}
+
+// DecodeValue decodes the JSON value that text starts with as rec's value,
+// for a decode stage that finds values inside larger documents (a replay
+// line's "value" member): rec.Value becomes the value's text, and its fields
+// go where Extract would put them, in the same pass that finds the value's
+// end. For a stream (rec.Stream) whose expressions read only some fields,
+// those go into slots (from the Slab in use, if any) or else into a map of
+// them; for a record of no known stream yet (rec.Stream -1), every field
+// goes into Fields. A value that is not an object sets rec.Err. It returns
+// how many bytes of text the value took, and the error when text does not
+// start with a JSON value. Decoding again replaces what an earlier call set.
+//
+// Unlike Extract's decoding it does not check max_field_bytes.
+func (x *Extractor) DecodeValue(rec *Record, text string) (int, error) {
+	rec.Fields, rec.slots, rec.Err = nil, nil, nil
+	var keep []string
+	if rec.Stream >= 0 && rec.Stream < len(x.rs.Streams) {
+		keep = x.rs.Streams[rec.Stream].DecodeFields
+		if keep != nil && x.slotted(rec.Stream) {
+			slots := x.newSlots(len(keep))
+			v, n, obj, err := jsonv.DecodePrefixSlots(text, keep, slots)
+			rec.Value = text[:n]
+			if obj {
+				rec.slots = slots
+			} else if err == nil {
+				_, rec.Err = objectOf(v)
+			}
+			return n, err
+		}
+	}
+	v, n, err := jsonv.DecodePrefixOnly(text, keep)
+	rec.Value = text[:n]
+	if err == nil {
+		rec.Fields, rec.Err = objectOf(v)
+	}
+	return n, err
 }
 
 // Extract fills rec's Fields (or slots), Key, Time and ID, or sets rec.Err

@@ -54,7 +54,7 @@ func (ot *outputTask) decide(id, user string, ts int64) (*Decided, error) {
 	return ot.Decide(&rec)
 }
 
-func mustLoad(t *testing.T, doc string) *rules.Ruleset {
+func mustLoad(t testing.TB, doc string) *rules.Ruleset {
 	t.Helper()
 	rs, err := rules.Load([]byte(doc))
 	if err != nil {
@@ -281,13 +281,10 @@ func BenchmarkProcessIDIndex(b *testing.B) {
 		b.Fatal(err)
 	}
 	rs := loadRuleset(b, "../examples/fraud.yaml")
-	names := map[string]int{}
-	for i, st := range rs.Streams {
-		names[st.Name] = i
-	}
-	var items []item
+	names := streamNames(rs)
+	var recs []Record
 	for i, line := range bytes.Split(bytes.TrimSpace(in.Bytes()), []byte("\n")) {
-		items = append(items, parseLine(string(line), int64(i+1), names))
+		recs = append(recs, testLine(string(line), int64(i+1), names))
 	}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -296,8 +293,8 @@ func BenchmarkProcessIDIndex(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for i := range items {
-			rec := items[i].rec
+		for i := range recs {
+			rec := recs[i]
 			task.process(&rec)
 		}
 		task.Finish()

@@ -25,10 +25,7 @@ type runner struct {
 }
 
 func newRunner(t testing.TB, rs *rules.Ruleset) *runner {
-	r := &runner{rs: rs, names: make(map[string]int)}
-	for _, st := range rs.Streams {
-		r.names[st.Name] = st.Index
-	}
+	r := &runner{rs: rs, names: streamNames(rs)}
 	task, err := NewTask(rs, func(o Output) {
 		r.out.Write(o.Value)
 		r.out.WriteByte('\n')
@@ -42,12 +39,7 @@ func newRunner(t testing.TB, rs *rules.Ruleset) *runner {
 
 func (r *runner) feed(lines []string, first int) {
 	for i, l := range lines {
-		it := parseLine(l, int64(first+i+1), r.names)
-		if it.control {
-			r.task.RaiseWatermark(it.stream, it.partition, it.watermark)
-			continue
-		}
-		rec := it.rec
+		rec := testLine(l, int64(first+i+1), r.names)
 		r.task.Process([]*Record{&rec})
 	}
 }
@@ -58,7 +50,10 @@ func (r *runner) feed(lines []string, first int) {
 // case (windows, lateness, patterns, joins, idempotency, DLQ) cut at every
 // line, and the `vigil gen` workload with the example ruleset cut at a few.
 func TestSnapshotRestore(t *testing.T) {
-	dirs, _ := filepath.Glob("testdata/replay/*")
+	dirs, _ := filepath.Glob("../replay/testdata/replay/*")
+	if len(dirs) == 0 {
+		t.Fatal("no golden cases in ../replay/testdata/replay")
+	}
 	for _, dir := range dirs {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			rs := loadRuleset(t, filepath.Join(dir, "rules.yaml"))
@@ -178,7 +173,7 @@ rules:
 	}
 }
 
-func mustRead(t *testing.T, path string) []byte {
+func mustRead(t testing.TB, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"testing"
 
@@ -22,16 +20,15 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var in bytes.Buffer
 	const n = 20_000
+	lines := make([]string, n)
 	for i := range n {
-		fmt.Fprintf(&in, `{"stream":"tx","value":{"tx_id":"t%d","user_id":"u%d","ts":%d}}`+"\n", i, i, i*1000)
+		lines[i] = fmt.Sprintf(`{"stream":"tx","value":{"tx_id":"t%d","user_id":"u%d","ts":%d}}`, i, i, i*1000)
 	}
-	var out bytes.Buffer
-	st, err := Replay(context.Background(), rs, &in, &out, ReplayConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, rs)
+	r.feed(lines, 0)
+	r.task.Finish()
+	st := r.task.Stats()
 	// Retention is 1m and keys are swept every minute of event time: at most
 	// about two minutes of keys (one per second) can be alive.
 	if st.Keys > 200 || st.Decisions != n {

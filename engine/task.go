@@ -35,6 +35,19 @@ type Record struct {
 	Now          bool           // decide on arrival even for a decide: watermark stream (the decision API)
 	Quiet        bool           // the decision API's copy of an event it decided: as a duplicate, re-emit nothing
 
+	// Control makes the record an explicit watermark, not an event (a
+	// replay's control line): Process raises Watermark as RaiseWatermark
+	// does, on Stream and Partition (-1: every stream, every partition of
+	// Stream), and counts it nowhere. Process only reads a control record,
+	// so one may be handed to several tasks at once. Only Process takes
+	// them; Decide and Enricher.Enrich take events.
+	Control   bool
+	Watermark int64
+	// Arrival is the processing time at which the record arrives, for a
+	// task built with ArrivalTime (replay, whose driver knows it); other
+	// tasks ignore it.
+	Arrival int64
+
 	// Set by Extractor.Extract, on the task or ahead of it on a decode stage.
 	Key       string
 	keyHash   uint64 // of Key, for the key table
@@ -88,9 +101,11 @@ type Task struct {
 	dec   *Extractor // for records no decode stage extracted
 	emit  func(Output)
 	clock stream.Clock
-	vt    *eventClock // non-nil when processing time is the event-time clock
+	vt    *eventClock // non-nil when processing time is replay's (eventClock)
 	wms   *stream.Watermarks
 	wm    int64
+	// arrival says Process sets vt to each record's Arrival (ArrivalTime).
+	arrival bool
 
 	keys      keyTable
 	seen      []*seenIDs // per stream; nil for streams without ids
@@ -189,14 +204,32 @@ type optionFunc func(*Task)
 func (f optionFunc) apply(t *Task) { f(t) }
 
 // ProcessingClock makes the task measure idleness and future skew on c (the
-// wall clock in a live service). By default processing time is replay's
-// (taskSet): the largest record timestamp seen, which its driver sets, and
-// an event's skew is measured against its own record's timestamp.
+// wall clock in a live service). By default processing time is replay's: an
+// event's skew is measured against its own record's timestamp
+// (processingTime), and idleness against the records' arrival with
+// ArrivalTime, not at all without it.
 func ProcessingClock(c stream.Clock) Option {
-	return optionFunc(func(t *Task) { t.clock, t.vt = c, nil })
+	return optionFunc(func(t *Task) { t.clock, t.vt, t.arrival = c, nil, false })
 }
 
-// eventClock is processing time for replay, set by its driver (taskSet).
+// ArrivalTime makes the task's processing time, which measures idleness,
+// the time its records arrive at, as a replay driver knows it: start from
+// the task's creation (a driver's tasks start with it, and their inputs are
+// active from then), then the Arrival of each record (control records too)
+// as Process reaches it. A driver that processes records in its own order
+// (replay runs tasks in parallel, each at its own pace) thereby gives each
+// task the processing time of its input's place, not of the wall clock.
+func ArrivalTime(start int64) Option {
+	return optionFunc(func(t *Task) {
+		if t.vt == nil {
+			t.vt = &eventClock{}
+		}
+		t.clock, t.vt.now, t.arrival = t.vt, start, true
+	})
+}
+
+// eventClock is processing time for replay: none (MinTime), or the
+// records' Arrival (ArrivalTime).
 type eventClock struct{ now int64 }
 
 func (c *eventClock) Now() int64 { return c.now }
@@ -275,25 +308,47 @@ func (t *Task) Watermark() int64 { return t.wm }
 // Process handles input records in order. For each: extract it (unless a
 // decode stage did), deduplicate, keep history, update windows, feed joins
 // and patterns, decide, then move the watermark. A record that cannot be read
-// goes to the DLQ with the reason; processing goes on. Outputs carry the
-// index in recs of the record that caused them (Output.Index).
+// goes to the DLQ with the reason; processing goes on. A control record
+// raises the watermark instead (Record.Control). Outputs carry the index in
+// recs of the record that caused them (Output.Index).
 //
 // All records are extracted first, then each is processed while the state
 // of the next few is being loaded (lookahead): on a large key set their cache
 // misses overlap instead of stalling one after the other.
 func (t *Task) Process(recs []*Record) {
 	for _, rec := range recs {
-		if !rec.extracted {
+		if !rec.extracted && !rec.Control {
 			t.dec.Extract(rec)
 		}
 	}
+	// A control record is never extracted: the lookahead skips it.
 	at := func(k int) *Record { return recs[k] }
 	for i, rec := range recs {
 		t.lookahead(at, len(recs), i)
 		t.index = i
-		t.process(rec)
+		if t.arrival {
+			t.vt.now = rec.Arrival
+		}
+		if rec.Control {
+			t.RaiseWatermark(rec.Stream, rec.Partition, rec.Watermark)
+		} else {
+			t.process(rec)
+		}
 	}
 	t.index = -1
+}
+
+// processingTime returns the processing time that max_future_skew holds
+// rec's event time to, and whether there is one (docs/design.md "Event time"):
+// the task's clock in the service; in replay, the record's own timestamp,
+// about when the service would have read it, and none for a line without
+// one (a gap in the data is not a clock fault).
+func (t *Task) processingTime(rec *Record) (int64, bool) {
+	if t.vt == nil {
+		now := t.clock.Now()
+		return now, now != stream.MinTime
+	}
+	return rec.Timestamp, rec.HasTimestamp
 }
 
 // process handles one record (Process).

@@ -14,7 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/replay"
 	"github.com/vigil-cep/vigil/rules"
 )
 
@@ -37,7 +37,7 @@ func (s *Service) Backtest(ctx context.Context, candidate []byte, events []byte,
 			return nil, err
 		}
 	}
-	return engine.Backtest(ctx, cur, cand, events, samples, engine.ReplayConfig{Decoders: 1})
+	return replay.Backtest(ctx, cur, cand, events, samples, replay.Config{Decoders: 1})
 }
 
 // retained reads the input topics from their start to their current end

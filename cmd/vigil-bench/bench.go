@@ -39,7 +39,7 @@ import (
 	"github.com/vigil-cep/vigil/internal/workload"
 	"github.com/vigil-cep/vigil/kafka"
 	"github.com/vigil-cep/vigil/kafka/kconf"
-	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/replay"
 	"github.com/vigil-cep/vigil/rules"
 )
 
@@ -217,7 +217,7 @@ to the example ruleset's input topics, then measures:
   1. Kafka pass-through ceiling: a bare franz-go client with the service's
      settings joins a group, reads the input topics and produces every record
      unchanged; clock from client creation to the last acknowledgement.
-  2. vigil replay: engine.Replay over the same events in memory, output
+  2. vigil replay: replay.Run over the same events in memory, output
      discarded; GOGC 400, vigil serve's, unless GOGC is set (vigil replay
      itself runs at 800): the ratio of (3) to (2) is the Kafka layer's cost,
      not a difference of collector settings.
@@ -724,7 +724,7 @@ func gcPercent() int {
 	return v
 }
 
-// benchReplayPhase: phase 2, engine.Replay as `vigil replay` runs it, but at
+// benchReplayPhase: phase 2, replay.Run as `vigil replay` runs it, but at
 // vigil serve's GOGC (unless GOGC is set), over the workload's NDJSON in memory, output
 // discarded. The clock covers the Replay call.
 func benchReplayPhase(ctx context.Context, c benchConfig, rs *rules.Ruleset, wl *benchWorkloadData) (*benchReplay, error) {
@@ -737,7 +737,7 @@ func benchReplayPhase(ctx context.Context, c benchConfig, rs *rules.Ruleset, wl 
 	defer cancel()
 	c.prof.begin(phaseReplay)
 	start := time.Now()
-	stats, err := engine.Replay(pctx, rs, bytes.NewReader(wl.ndjson), io.Discard, engine.ReplayConfig{})
+	stats, err := replay.Run(pctx, rs, bytes.NewReader(wl.ndjson), io.Discard, replay.Config{})
 	elapsed := time.Since(start)
 	c.prof.end(phaseReplay)
 	if err != nil {
@@ -1496,7 +1496,7 @@ func printBench(w io.Writer, c benchConfig, r *benchResult) {
 	}
 	if p := r.Replay; p != nil {
 		rp = &p.benchThroughput
-		notes = append(notes, fmt.Sprintf("2: engine.Replay in memory, output discarded; %d decisions; GOGC=%d", p.Decisions, p.GOGC))
+		notes = append(notes, fmt.Sprintf("2: replay.Run in memory, output discarded; %d decisions; GOGC=%d", p.Decisions, p.GOGC))
 	}
 	if len(r.ReplayRuns) > 1 {
 		notes = append(notes, fmt.Sprintf("2, 3: the median of %d alternated runs each; events/s of every run:\n"+

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vigil-cep/vigil/asyncio"
 	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/replay"
 	"github.com/vigil-cep/vigil/rules"
 )
 
@@ -24,7 +25,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	rulesPath := fs.String("rules", "", "ruleset document (YAML or JSON)")
 	eventsPath := fs.String("events", "-", "input records, NDJSON; - reads standard input")
 	outPath := fs.String("out", "-", "output records, NDJSON; - writes standard output")
-	maxRecord := fs.Int("max-record-bytes", engine.DefaultMaxRecordBytes, "larger input lines go to the DLQ")
+	maxRecord := fs.Int("max-record-bytes", replay.DefaultMaxRecordBytes, "larger input lines go to the DLQ")
 	quiet := fs.Bool("quiet", false, "do not print the summary to standard error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
 	redisAddr := fs.String("redis", "", "Redis address (host:port) for the ruleset's redis enrichments")
@@ -68,7 +69,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	lookups, closeLookups := lookupFactory(*redisAddr)
 	defer closeLookups()
-	cfg := engine.ReplayConfig{MaxRecordBytes: *maxRecord, Lookups: lookups}
+	cfg := replay.Config{MaxRecordBytes: *maxRecord, Lookups: lookups}
 	if isTerminal(stderr) {
 		cfg.Progress = func(n int64, elapsed time.Duration) {
 			fmt.Fprintf(stderr, "\r%d records, %.0f records/s ", n, float64(n)/elapsed.Seconds())
@@ -88,7 +89,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
-	stats, err := engine.Replay(ctx, rs, in, out, cfg)
+	stats, err := replay.Run(ctx, rs, in, out, cfg)
 	if cfg.Progress != nil {
 		fmt.Fprint(stderr, "\r\033[K")
 	}

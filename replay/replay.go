@@ -1,4 +1,4 @@
-package engine
+package replay
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/internal/jsonv"
 	"github.com/vigil-cep/vigil/rules"
 )
@@ -26,19 +27,19 @@ const DefaultMaxRecordBytes = 1 << 20
 // dlqRawBytes is how much of an oversized record its DLQ entry keeps.
 const dlqRawBytes = 1024
 
-// ReplayConfig tunes Replay. The zero value is ready to use.
-type ReplayConfig struct {
+// Config tunes Run. The zero value is ready to use.
+type Config struct {
 	MaxRecordBytes int // default DefaultMaxRecordBytes
 	Decoders       int // parallel line decoders; default GOMAXPROCS
-	// Progress, when set, is called about once a second with the records
-	// processed so far.
+	// Progress, when set, is called about once a second, on Run's
+	// goroutine, with the records processed so far.
 	Progress func(records int64, elapsed time.Duration)
 	// Lookups builds the lookups of the ruleset's enrichments; required when
 	// it has any.
-	Lookups LookupFactory
+	Lookups engine.LookupFactory
 }
 
-// Replay runs rs over NDJSON input (docs/design.md "Replay input") and writes every
+// Run replays rs over NDJSON input (docs/design.md "Replay input") and writes every
 // output record to out, one per line, in processing order. It is the bounded
 // case of streaming: at the end of input the watermark jumps to its maximum
 // and everything fires. The same input gives the same bytes.
@@ -46,8 +47,9 @@ type ReplayConfig struct {
 // Lines are read and decoded by a small pipeline (a reader and Decoders
 // workers, each batch handed on in order), then run by one task per input
 // partition, as the service runs them (taskSet). All goroutines have returned
-// when Replay returns.
-func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer, cfg ReplayConfig) (Stats, error) {
+// when Run returns. The stats count what the tasks did, also when Run fails
+// (ctx canceled, or in or out failed); errors say which of these it was.
+func Run(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer, cfg Config) (engine.Stats, error) {
 	if cfg.MaxRecordBytes <= 0 {
 		cfg.MaxRecordBytes = DefaultMaxRecordBytes
 	}
@@ -63,15 +65,16 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 	})
 	defer tasks.close()
 	defer context.AfterFunc(ctx, tasks.stopRules)() // a cancel ends a rule that runs, and skips the rest
-	var en *Enricher
+	var en *enricher
 	if len(rs.Enrichments) > 0 {
-		var err error
-		if en, err = newEnricher(rs, cfg.Lookups); err != nil {
-			return Stats{}, err
+		e, err := engine.NewEnricher(rs, cfg.Lookups)
+		if err != nil {
+			return engine.Stats{}, err
 		}
-		defer en.close()
+		defer e.Close()
+		en = &enricher{en: e}
 	}
-	stats := func() Stats {
+	stats := func() engine.Stats {
 		s := tasks.stats()
 		if en != nil {
 			en.stats(&s)
@@ -79,9 +82,8 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 		return s
 	}
 	names := make(map[string]int, len(rs.Streams))
-	only := make([][]string, len(rs.Streams))
 	for i, st := range rs.Streams {
-		names[st.Name], only[i] = i, st.DecodeFields
+		names[st.Name] = i
 	}
 
 	parent := ctx
@@ -110,15 +112,15 @@ func Replay(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer,
 		})
 	})
 	for range cfg.Decoders {
-		x, err := NewExtractor(rs)
+		x, err := engine.NewExtractor(rs)
 		if err != nil {
 			cancel()
 			wg.Wait()
-			return Stats{}, err
+			return engine.Stats{}, err
 		}
 		wg.Go(func() {
 			for b := range work {
-				b.decode(names, only, cfg.MaxRecordBytes, x)
+				b.decode(names, cfg.MaxRecordBytes, x)
 				close(b.done)
 			}
 		})
@@ -190,18 +192,11 @@ type batch struct {
 	ends      []int // end offset of each line in text (exclusive, without '\n')
 	firstLine int64
 	oversized map[int]int // line index -> original length, for lines cut at the cap
-	items     []item
-	slots     [][]any // the chunks its records' slots are in (Extractor.newSlots)
-	done      chan struct{}
-}
-
-// item is one decoded line: a record or a control (watermark) line.
-type item struct {
-	rec       Record
-	control   bool
-	stream    int
-	partition int32
-	watermark int64
+	// items are the decoded lines: records, and control records for
+	// control (watermark) lines (engine.Record.Control).
+	items []engine.Record
+	slab  engine.Slab // where its records' slots are
+	done  chan struct{}
 }
 
 // A batch ends at batchBytes of text or batchLines lines. Each batch ends
@@ -359,72 +354,53 @@ func (b *batch) lines() iter.Seq2[int, string] {
 
 // decode parses every line of the batch. It runs on a worker goroutine and
 // touches nothing but the batch.
-func (b *batch) decode(names map[string]int, only [][]string, maxRecord int, x *Extractor) {
+func (b *batch) decode(names map[string]int, maxRecord int, x *engine.Extractor) {
 	b.items = getItems(len(b.ends))
-	x.slab, x.chunks = getSlotChunk(0), &b.slots
-	defer func() {
-		b.slots = append(b.slots, x.slab)
-		x.slab, x.chunks = nil, nil
-	}()
+	x.UseSlab(&b.slab)
+	defer x.UseSlab(nil)
 	for i, text := range b.lines() {
 		lineNo := b.firstLine + int64(i)
 		if n, ok := b.oversized[i]; ok {
-			b.items = append(b.items, item{rec: Record{Stream: -1, Offset: lineNo, Raw: text,
-				Err: fmt.Errorf("record is %d bytes, over the limit of %d; raw holds its first %d", n, maxRecord, len(text))}})
+			b.items = append(b.items, engine.Record{Stream: -1, Offset: lineNo, Raw: text,
+				Err: fmt.Errorf("record is %d bytes, over the limit of %d; raw holds its first %d", n, maxRecord, len(text))})
 			continue
 		}
 		if isBlank(text) {
 			continue
 		}
-		it := parseLineInto(text, lineNo, names, only, x)
-		if !it.control {
-			x.Extract(&it.rec)
+		b.items = append(b.items, engine.Record{})
+		rec := &b.items[len(b.items)-1]
+		parseLine(rec, text, lineNo, names, x)
+		if !rec.Control {
+			x.Extract(rec)
 		}
-		b.items = append(b.items, it)
 	}
 }
 
 // itemsPool recycles the items of batches that have been run. An item is
 // large (a Record) and a batch holds thousands: allocating them afresh for
 // every batch was a good part of replay's garbage.
-var itemsPool sync.Pool // of *[]item, empty, cleared
+var itemsPool sync.Pool // of *[]engine.Record, empty, cleared
 
 // getItems returns an empty slice with room for n items.
-func getItems(n int) []item {
-	if p, ok := itemsPool.Get().(*[]item); ok && cap(*p) >= n {
+func getItems(n int) []engine.Record {
+	if p, ok := itemsPool.Get().(*[]engine.Record); ok && cap(*p) >= n {
 		return *p
 	}
-	return make([]item, 0, n)
+	return make([]engine.Record, 0, n)
 }
 
-// release recycles the batch's items once the tasks have run them: nothing
-// keeps a pointer to an item past Task.Process (what outlives the record,
-// such as its fields or row, is copied out of it), and the enrichments have
-// finished with the batch before the tasks start.
+// release recycles the batch's items and slots once the tasks have run
+// them: nothing keeps a pointer to an item past Task.Process (what outlives
+// the record, such as its fields or row, is copied out of it), and the
+// enrichments have finished with the batch before the tasks start.
 func (b *batch) release() {
 	items := b.items
 	clear(items)
 	items = items[:0]
 	b.items = nil
 	itemsPool.Put(&items)
-	for _, c := range b.slots {
-		clear(c) // no pointers into the batch's values
-		c = c[:0]
-		slotPool.Put(&c)
-	}
-	b.slots = nil
-}
-
-// slotPool recycles the slot chunks of batches that have been run, as
-// itemsPool their items: fresh, they were a tenth of replay's allocations.
-var slotPool sync.Pool // of *[]any, empty, cleared
-
-// getSlotChunk returns an empty slot chunk with room for n slots at least.
-func getSlotChunk(n int) []any {
-	if p, ok := slotPool.Get().(*[]any); ok && cap(*p) >= n {
-		return *p
-	}
-	return make([]any, 0, max(slotChunk, n))
+	b.slab.Free()
 }
 
 func isBlank(s string) bool {
@@ -438,29 +414,23 @@ func isBlank(s string) bool {
 	return true
 }
 
-// parseLine reads one replay line: {"stream": s, "value": {...}, "partition": p,
-// "key": k, "timestamp": ms} or a control line {"watermark": ms, "stream": s,
-// "partition": p}.
-func parseLine(text string, lineNo int64, names map[string]int) item {
-	return parseLineInto(text, lineNo, names, nil, nil)
-}
-
-// parseLineInto is parseLine keeping only the fields only[s] names for the
-// line's stream s (Stream.DecodeFields) when its "stream" comes before its
-// "value": into slots from x, when x is not nil and decodes the stream's
-// events so, else into a map.
-func parseLineInto(text string, lineNo int64, names map[string]int, only [][]string, x *Extractor) item {
-	it := item{rec: Record{Stream: -1, Offset: lineNo, Raw: text}, stream: -1, partition: -1}
+// parseLine reads one replay line into rec: {"stream": s, "value": {...},
+// "partition": p, "key": k, "timestamp": ms}, or a control line
+// {"watermark": ms, "stream": s, "partition": p} (a control record). x
+// decodes the value in the pass that finds its end (Extractor.DecodeValue),
+// keeping only the fields its stream's expressions read when the line names
+// its "stream" before its "value". A line that cannot be read is a record
+// with the reason in Err, of no stream.
+func parseLine(rec *engine.Record, text string, lineNo int64, names map[string]int, x *engine.Extractor) {
+	*rec = engine.Record{Stream: -1, Offset: lineNo, Raw: text}
 	var (
 		haveValue, haveWM, havePart bool
 		part                        float64
-		value                       any // "value" decoded
 	)
-	bad := func(err error) item {
-		it.rec.Err = err
-		it.rec.Stream = -1
-		it.control = false
-		return it
+	bad := func(err error) {
+		rec.Err = err
+		rec.Stream = -1
+		rec.Control = false
 	}
 	n, err := jsonv.Object(text, func(key, rest string) (int, error) {
 		switch key {
@@ -470,37 +440,28 @@ func parseLineInto(text string, lineNo int64, names map[string]int, only [][]str
 				return n, err
 			}
 			if raw := rest[:n]; len(raw) >= 2 && raw[0] == '"' && !strings.ContainsRune(raw, '\\') {
-				it.rec.StreamName = raw[1 : n-1] // the common case, without boxing a decoded value
-				return n, nil
+				rec.StreamName = raw[1 : n-1] // the common case, without boxing a decoded value
+			} else {
+				v, _, _ := jsonv.DecodePrefix(rest)
+				s, ok := v.(string)
+				if !ok {
+					return n, errors.New(`"stream" must be a string`)
+				}
+				rec.StreamName = s
 			}
-			v, _, _ := jsonv.DecodePrefix(rest)
-			s, ok := v.(string)
-			if !ok {
-				return n, errors.New(`"stream" must be a string`)
+			// Known now, for decoding a "value" that comes after it.
+			if idx, ok := names[rec.StreamName]; ok {
+				rec.Stream = idx
+			} else {
+				rec.Stream = -1
 			}
-			it.rec.StreamName = s
 			return n, nil
 		case "value":
 			// Decoded here, in the pass that finds its end, rather than
-			// skipped and decoded again: DecodePrefix accepts, rejects and
+			// skipped and decoded again: DecodeValue accepts, rejects and
 			// measures exactly as Skip does.
-			var keep []string
-			idx, ok := names[it.rec.StreamName]
-			if ok && idx < len(only) {
-				keep = only[idx]
-			}
-			if keep != nil && x != nil && x.slotted(idx) {
-				slots := x.newSlots(len(keep))
-				v, n, obj, err := jsonv.DecodePrefixSlots(rest, keep, slots)
-				it.rec.Value, value, haveValue = rest[:n], v, true
-				if obj {
-					it.rec.slots, value = slots, slotsValue{}
-				}
-				return n, err
-			}
-			v, n, err := jsonv.DecodePrefixOnly(rest, keep)
-			it.rec.Value, value, haveValue = rest[:n], v, true
-			return n, err
+			haveValue = true
+			return x.DecodeValue(rec, rest)
 		case "partition", "timestamp", "watermark":
 			f, n, ok, err := jsonv.DecodeNumberPrefix(rest) // the common case, without boxing
 			if !ok {
@@ -515,9 +476,9 @@ func parseLineInto(text string, lineNo int64, names map[string]int, only [][]str
 			case "partition":
 				part, havePart = f, true
 			case "timestamp":
-				it.rec.Timestamp, it.rec.HasTimestamp = int64(f), true
+				rec.Timestamp, rec.HasTimestamp = int64(f), true
 			case "watermark":
-				it.watermark, haveWM = int64(f), true
+				rec.Watermark, haveWM = int64(f), true
 			}
 			return n, err
 		case "key":
@@ -529,48 +490,35 @@ func parseLineInto(text string, lineNo int64, names map[string]int, only [][]str
 		err = fmt.Errorf("unexpected text after the record at offset %d", n)
 	}
 	if err != nil {
-		return bad(fmt.Errorf("line %d: %w", lineNo, err))
+		bad(fmt.Errorf("line %d: %w", lineNo, err))
+		return
 	}
 	if havePart {
 		if part < 0 || part > math.MaxInt32 {
-			return bad(fmt.Errorf("line %d: partition %v out of range", lineNo, part))
+			bad(fmt.Errorf("line %d: partition %v out of range", lineNo, part))
+			return
 		}
-		it.rec.Partition, it.partition = int32(part), int32(part)
+		rec.Partition = int32(part)
 	}
-	if it.rec.StreamName != "" {
-		idx, ok := names[it.rec.StreamName]
-		if !ok {
-			return bad(fmt.Errorf("line %d: unknown stream %q", lineNo, it.rec.StreamName))
-		}
-		it.rec.Stream, it.stream = idx, idx
+	if rec.StreamName != "" && rec.Stream < 0 {
+		bad(fmt.Errorf("line %d: unknown stream %q", lineNo, rec.StreamName))
+		return
 	}
 	switch {
 	case haveWM && haveValue:
-		return bad(fmt.Errorf("line %d: a line is a record (value) or a control line (watermark), not both", lineNo))
+		bad(fmt.Errorf("line %d: a line is a record (value) or a control line (watermark), not both", lineNo))
 	case haveWM:
+		if rec.Stream < 0 && havePart {
+			bad(fmt.Errorf("line %d: a watermark for a partition needs its stream", lineNo))
+			return
+		}
 		if !havePart {
-			it.partition = -1
+			rec.Partition = -1 // every partition
 		}
-		if it.stream < 0 && havePart {
-			return bad(fmt.Errorf("line %d: a watermark for a partition needs its stream", lineNo))
-		}
-		it.control = true
-		return it
+		rec.Control = true
 	case !haveValue:
-		return bad(fmt.Errorf("line %d: missing \"value\"", lineNo))
-	case it.rec.Stream < 0:
-		return bad(fmt.Errorf("line %d: missing \"stream\"", lineNo))
+		bad(fmt.Errorf("line %d: missing \"value\"", lineNo))
+	case rec.Stream < 0:
+		bad(fmt.Errorf("line %d: missing \"stream\"", lineNo))
 	}
-	if _, ok := value.(slotsValue); ok {
-		return it
-	}
-	if fields, err := objectOf(value); err != nil {
-		it.rec.Err = err
-	} else {
-		it.rec.Fields = fields
-	}
-	return it
 }
-
-// slotsValue stands for a value decoded into the record's slots.
-type slotsValue struct{}

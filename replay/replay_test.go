@@ -1,4 +1,4 @@
-package engine
+package replay
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/rules"
 )
 
@@ -28,7 +29,7 @@ func TestReplayGolden(t *testing.T) {
 	}
 	for _, dir := range dirs {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			got := replayFile(t, filepath.Join(dir, "rules.yaml"), filepath.Join(dir, "events.ndjson"), ReplayConfig{})
+			got := replayFile(t, filepath.Join(dir, "rules.yaml"), filepath.Join(dir, "events.ndjson"), Config{})
 			golden := filepath.Join(dir, "want.ndjson")
 			if *update {
 				if err := os.WriteFile(golden, got, 0o644); err != nil {
@@ -38,7 +39,7 @@ func TestReplayGolden(t *testing.T) {
 			}
 			want, err := os.ReadFile(golden)
 			if err != nil {
-				t.Fatalf("%v (run go test ./engine -run TestReplayGolden -update to create it)", err)
+				t.Fatalf("%v (run go test ./replay -run TestReplayGolden -update to create it)", err)
 			}
 			if diff := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(string(got), "\n")); diff != "" {
 				t.Errorf("replay output differs from %s (-want +got):\n%s", golden, diff)
@@ -60,7 +61,7 @@ func loadRuleset(t testing.TB, path string) *rules.Ruleset {
 	return rs
 }
 
-func replayFile(t testing.TB, rulesPath, eventsPath string, cfg ReplayConfig) []byte {
+func replayFile(t testing.TB, rulesPath, eventsPath string, cfg Config) []byte {
 	t.Helper()
 	rs := loadRuleset(t, rulesPath)
 	in, err := os.Open(eventsPath)
@@ -69,7 +70,7 @@ func replayFile(t testing.TB, rulesPath, eventsPath string, cfg ReplayConfig) []
 	}
 	defer in.Close()
 	var out bytes.Buffer
-	if _, err := Replay(context.Background(), rs, in, &out, cfg); err != nil {
+	if _, err := Run(context.Background(), rs, in, &out, cfg); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 	return out.Bytes()
@@ -103,10 +104,16 @@ func TestArrivalOrders(t *testing.T) {
 	for i, st := range rs.Streams {
 		names[st.Name] = i
 	}
+	x, err := engine.NewExtractor(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	byStream := map[string][]string{}
 	var streams []string
 	for _, line := range lines {
-		name := parseLine(line, 0, names).rec.StreamName
+		var rec engine.Record
+		parseLine(&rec, line, 0, names, x)
+		name := rec.StreamName
 		if byStream[name] == nil {
 			streams = append(streams, name)
 		}
@@ -130,7 +137,7 @@ func TestArrivalOrders(t *testing.T) {
 			next[s]++
 		}
 		var out bytes.Buffer
-		if _, err := Replay(context.Background(), rs, strings.NewReader(in.String()), &out, ReplayConfig{}); err != nil {
+		if _, err := Run(context.Background(), rs, strings.NewReader(in.String()), &out, Config{}); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(out.Bytes(), want) {

@@ -1,4 +1,4 @@
-package engine
+package replay
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ func FuzzReplayLine(f *testing.F) {
 			return
 		}
 		var out bytes.Buffer
-		st, err := Replay(context.Background(), rs, strings.NewReader(line+"\n"+line+"\n"), &out, ReplayConfig{MaxRecordBytes: 4096})
+		st, err := Run(context.Background(), rs, strings.NewReader(line+"\n"+line+"\n"), &out, Config{MaxRecordBytes: 4096})
 		if err != nil {
 			t.Fatalf("replay failed: %v", err)
 		}
@@ -74,7 +74,7 @@ func FuzzReplayOperators(f *testing.F) {
 		for _, rs := range rss {
 			var out bytes.Buffer
 			input := a + "\n" + b + "\n" + a + "\n"
-			if _, err := Replay(context.Background(), rs, strings.NewReader(input), &out, ReplayConfig{}); err != nil {
+			if _, err := Run(context.Background(), rs, strings.NewReader(input), &out, Config{}); err != nil {
 				t.Fatalf("replay failed: %v", err)
 			}
 		}

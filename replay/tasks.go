@@ -1,4 +1,4 @@
-package engine
+package replay
 
 import (
 	"cmp"
@@ -6,45 +6,21 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/stream"
 )
 
-// MaxReplayPartitions bounds the tasks one replay starts (one per partition).
-const MaxReplayPartitions = 1024
+// MaxPartitions bounds the tasks one replay starts (one per partition).
+const MaxPartitions = 1024
 
 // taskSet runs replay the way the service runs Kafka (docs/design.md
 // "Architecture"): one Task per input partition, each on its own goroutine
-// with its own keys, watermarks and windows. Their outputs are merged into one deterministic order: by input
-// line, then by partition; at the end of input, partition by partition.
-//
-// Each task registers its inputs, partition p of every input stream, as it
-// starts (Task.ExpectInput), as a Kafka task does: an input that has not
-// sent its first record yet holds the task's watermark back, as in the
-// service (docs/design.md "Watermarks"), until it delivers or goes idle.
-//
-// Processing time (replayClock) is the record timestamps that lines may
-// carry (the Kafka record time: a backtest over topic data has them), global
-// as a machine's clock is. It measures idleness, as the wall clock does in
-// the service; max_future_skew holds each event to its own record's
-// timestamp, and is off for a line without one (Task.processingTime). Event
-// time is not processing time: the largest event time seen made a quiet
-// hour in the data look like a clock fault (the next event went to the DLQ),
-// and made an input whose records merely come later in the file idle, so
-// that decide: watermark decided without it and two arrival orders of the
-// same events decided differently.
-//
-// So a replay whose lines carry no timestamps has no processing time, and
-// none of its inputs goes idle: each holds its task's watermark until it
-// delivers, a control line raises it, or the input ends (the maximum
-// watermark, where everything fires anyway). Watermark decisions, windows
-// and patterns are then functions of each stream's own order alone. The
-// price is paid by a stream that the ruleset declares and the input lacks: it
-// holds the watermark of its tasks at the start to the end of the input
-// (windows fire, histories expire and watermark decisions are made only
-// there), as a Kafka topic that never delivers would hold the service's
-// without idle_after. A control line {"watermark": T, "stream": S} raises
-// it, or timestamps on the lines let it go idle.
+// with its own keys, watermarks and windows, started as the partition's
+// first line comes, with the processing time and watermarks the replay has
+// reached then (see the package doc). Their outputs are merged into one
+// deterministic order: by input line, then by partition; at the end of
+// input, partition by partition.
 //
 // Batches are pipelined: a task that has finished its share of a batch goes
 // on with its share of the next while the others finish theirs, and a batch's
@@ -52,7 +28,7 @@ const MaxReplayPartitions = 1024
 // task at each batch left a core idle at every batch's end.
 //
 // The taskSet is driven by one goroutine (run, finish, close); each task's
-// goroutine touches only its own partTask's task, cur and out, and the jobs
+// goroutine touches only its own partTask's task, out and idx, and the jobs
 // it is handed until it hands them back.
 type taskSet struct {
 	rs       *rules.Ruleset
@@ -109,19 +85,20 @@ type flight struct {
 // partTask is one partition's task and its goroutine's mailbox.
 type partTask struct {
 	part int32
-	task *Task
+	task *engine.Task
 	work chan *job // jobs in batch order
 	done chan *job // the same jobs, run
 	free []*job    // jobs to reuse (the driving goroutine's)
 	next *job      // the job being filled for the batch being dispatched
 	out  *outputs  // the outputs of the job being run
-	cur  int       // index of the item being run, for tagging outputs
+	idx  []int     // the batch indexes of the job being run's records, for tagging outputs
 }
 
 // job is one task's share of one batch, and its outputs.
 type job struct {
-	steps []step
-	out   outputs
+	recs []*engine.Record // the records and control records, in batch order, each with its Arrival
+	idx  []int            // each one's index in the batch
+	out  outputs
 }
 
 // getJob returns an empty job.
@@ -136,18 +113,10 @@ func (pt *partTask) getJob() *job {
 
 // putJob makes a merged job reusable.
 func (pt *partTask) putJob(j *job) {
-	clear(j.steps) // no pointers into released batches
-	j.steps = j.steps[:0]
+	clear(j.recs) // no pointers into released batches
+	j.recs, j.idx = j.recs[:0], j.idx[:0]
 	j.out.reset()
 	pt.free = append(pt.free, j)
-}
-
-// step is one item for one task: the item, its index in the batch, and the
-// processing time as it arrives.
-type step struct {
-	it  *item
-	idx int
-	now int64
 }
 
 // outputs buffers one task's outputs of a batch, in order, in chunks: a
@@ -220,7 +189,7 @@ type replayClock struct{ start, now int64 }
 
 // arrive moves the clock to the timestamp of rec, a record as it is handed
 // to its task, when its line has one and could be read.
-func (c *replayClock) arrive(rec *Record) {
+func (c *replayClock) arrive(rec *engine.Record) {
 	if !rec.HasTimestamp || rec.Stream < 0 {
 		return
 	}
@@ -230,36 +199,22 @@ func (c *replayClock) arrive(rec *Record) {
 	c.now = max(c.now, rec.Timestamp)
 }
 
-// processingTime returns the processing time that max_future_skew holds
-// rec's event time to, and whether there is one (docs/design.md "Event time"):
-// the task's clock in the service; in replay, the record's own timestamp,
-// about when the service would have read it, and none for a line without
-// one (a gap in the data is not a clock fault).
-func (t *Task) processingTime(rec *Record) (int64, bool) {
-	if t.vt == nil {
-		now := t.clock.Now()
-		return now, now != stream.MinTime
-	}
-	return rec.Timestamp, rec.HasTimestamp
-}
-
 // partition returns the task of partition p, starting it on first use.
 func (s *taskSet) partition(p int32) (*partTask, error) {
 	if pt, ok := s.byPart[p]; ok {
 		return pt, nil
 	}
-	if len(s.tasks) >= MaxReplayPartitions {
-		return nil, fmt.Errorf("more than %d partitions in one replay", MaxReplayPartitions)
+	if len(s.tasks) >= MaxPartitions {
+		return nil, fmt.Errorf("more than %d partitions in one replay", MaxPartitions)
 	}
 	pt := &partTask{part: p, work: make(chan *job, pipelineDepth), done: make(chan *job, pipelineDepth)}
-	task, err := NewTask(s.rs, func(o Output) { pt.out.add(pt.cur, o.Value) }, Guarded(s.guard(), nil))
+	// The task starts with the replay, as the service's tasks start with
+	// the service: its inputs have been active since processing time began.
+	task, err := engine.NewTask(s.rs, pt.emit, engine.Guarded(s.guard(), nil), engine.ArrivalTime(s.pclock.start))
 	if err != nil {
 		return nil, err
 	}
 	pt.task = task
-	// The task starts with the replay, as the service's tasks start with
-	// the service: its inputs have been active since processing time began.
-	task.vt.now = s.pclock.start
 	for _, st := range s.rs.Streams {
 		if st.Input() {
 			task.ExpectInput(st.Index, p)
@@ -280,32 +235,34 @@ func (s *taskSet) partition(p int32) (*partTask, error) {
 	return pt, nil
 }
 
+// loop is the task's goroutine: it runs the jobs it is handed, in order.
 func (pt *partTask) loop() {
 	for j := range pt.work {
-		pt.out = &j.out
-		// A control item's record is never extracted: the lookahead
-		// skips it, and at needs no test for it.
-		at := func(k int) *Record { return &j.steps[k].it.rec }
-		for i, st := range j.steps {
-			pt.task.lookahead(at, len(j.steps), i)
-			pt.cur = st.idx
-			pt.task.vt.now = st.now
-			if st.it.control {
-				pt.task.RaiseWatermark(st.it.stream, st.it.partition, st.it.watermark)
-			} else {
-				pt.task.process(&st.it.rec)
-			}
-		}
+		pt.out, pt.idx = &j.out, j.idx
+		pt.task.Process(j.recs)
 		pt.done <- j
 	}
 }
 
-// step appends an item to pt's job for the batch being dispatched.
-func (pt *partTask) step(st step) {
+// emit buffers an output of the task, tagged with the batch index of the
+// record that caused it; one of no record (Finish) is written in order, so
+// its tag does not matter.
+func (pt *partTask) emit(o engine.Output) {
+	idx := 0
+	if o.Index >= 0 {
+		idx = pt.idx[o.Index]
+	}
+	pt.out.add(idx, o.Value)
+}
+
+// step appends a record, item idx of its batch, to pt's job for the batch
+// being dispatched.
+func (pt *partTask) step(rec *engine.Record, idx int) {
 	if pt.next == nil {
 		pt.next = pt.getJob()
 	}
-	pt.next.steps = append(pt.next.steps, st)
+	pt.next.recs = append(pt.next.recs, rec)
+	pt.next.idx = append(pt.next.idx, idx)
 }
 
 // run dispatches one batch to its tasks, which run in parallel, and writes
@@ -313,31 +270,34 @@ func (pt *partTask) step(st step) {
 // line order; merged is called with each of those batches.
 func (s *taskSet) run(b *batch) {
 	for i := range b.items {
-		it := &b.items[i]
+		rec := &b.items[i]
 		switch {
-		case !it.control:
-			s.pclock.arrive(&it.rec)
-			pt, err := s.partition(it.rec.Partition)
+		case !rec.Control:
+			s.pclock.arrive(rec)
+			rec.Arrival = s.pclock.now
+			pt, err := s.partition(rec.Partition)
 			if err != nil {
 				pt = s.tasks[0] // the record is refused; some task must count it
-				it.rec.Err = err
+				rec.Err = err
 			}
-			pt.step(step{it: it, idx: i, now: s.pclock.now})
+			pt.step(rec, i)
 			s.records++
-		case it.partition >= 0:
-			pt, err := s.partition(it.partition)
+		case rec.Partition >= 0:
+			pt, err := s.partition(rec.Partition)
 			if err != nil {
 				continue // a control line for a partition beyond the cap: nothing to raise
 			}
-			pt.step(step{it: it, idx: i, now: s.pclock.now})
+			rec.Arrival = s.pclock.now
+			pt.step(rec, i)
 		default:
-			if it.stream < 0 {
-				s.floor = max(s.floor, it.watermark)
+			if rec.Stream < 0 {
+				s.floor = max(s.floor, rec.Watermark)
 			} else {
-				s.floors[it.stream] = max(s.floors[it.stream], it.watermark)
+				s.floors[rec.Stream] = max(s.floors[rec.Stream], rec.Watermark)
 			}
+			rec.Arrival = s.pclock.now // the same for every task: Process only reads it
 			for _, pt := range s.tasks {
-				pt.step(step{it: it, idx: i, now: s.pclock.now})
+				pt.step(rec, i)
 			}
 		}
 	}
@@ -408,7 +368,7 @@ func (s *taskSet) finish() {
 	for i, pt := range s.tasks {
 		jobs[i] = pt.getJob()
 		wg.Go(func() { // the task's goroutine is idle: every job it had is merged
-			pt.out, pt.cur = &jobs[i].out, 0
+			pt.out, pt.idx = &jobs[i].out, nil
 			pt.task.Finish()
 		})
 	}
@@ -439,8 +399,8 @@ func (s *taskSet) close() {
 }
 
 // stats sums the tasks' counters; the watermark is the lowest of theirs.
-func (s *taskSet) stats() Stats {
-	var total Stats
+func (s *taskSet) stats() engine.Stats {
+	var total engine.Stats
 	total.Watermark = stream.MaxTime
 	for _, pt := range s.tasks {
 		st := pt.task.Stats()

@@ -1,4 +1,4 @@
-package engine
+package replay
 
 import (
 	"bytes"
@@ -39,7 +39,7 @@ func TestBacktestPlantedFraud(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Backtest(context.Background(), current, candidate, events.Bytes(), 20, ReplayConfig{})
+	rep, err := Backtest(context.Background(), current, candidate, events.Bytes(), 20, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ rules:
 	input := `{"stream":"tx","value":{"tx_id":"a","user_id":"u","amount":5,"ts":1}}
 {"stream":"tx","value":{"tx_id":"b","user_id":"u","amount":6,"ts":2}}
 `
-	rep, err := Backtest(context.Background(), current, candidate, []byte(input), 10, ReplayConfig{})
+	rep, err := Backtest(context.Background(), current, candidate, []byte(input), 10, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

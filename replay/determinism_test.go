@@ -1,4 +1,4 @@
-package engine
+package replay
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/internal/workload"
 	"github.com/vigil-cep/vigil/rules"
 )
@@ -24,9 +25,9 @@ func TestReplayDeterministic(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := loadRuleset(t, "../examples/fraud.yaml")
-	run := func(decoders int) ([]byte, Stats) {
+	run := func(decoders int) ([]byte, engine.Stats) {
 		var out bytes.Buffer
-		st, err := Replay(context.Background(), rs, bytes.NewReader(in.Bytes()), &out, ReplayConfig{Decoders: decoders})
+		st, err := Run(context.Background(), rs, bytes.NewReader(in.Bytes()), &out, Config{Decoders: decoders})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +57,7 @@ func TestPartitionsDecideAlike(t *testing.T) {
 		if _, err := workload.Generate(&in, workload.Config{Users: 1000, Events: 20_000, Seed: 11, Partitions: partitions}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Replay(context.Background(), rs, &in, &out, ReplayConfig{}); err != nil {
+		if _, err := Run(context.Background(), rs, &in, &out, Config{}); err != nil {
 			t.Fatal(err)
 		}
 		var ds []string
@@ -96,7 +97,7 @@ func TestDecodeFieldsChangeNothing(t *testing.T) {
 	}
 	replay := func(rs *rules.Ruleset) []byte {
 		var out bytes.Buffer
-		if _, err := Replay(context.Background(), rs, bytes.NewReader(in.Bytes()), &out, ReplayConfig{}); err != nil {
+		if _, err := Run(context.Background(), rs, bytes.NewReader(in.Bytes()), &out, Config{}); err != nil {
 			t.Fatal(err)
 		}
 		return out.Bytes()
@@ -106,7 +107,11 @@ func TestDecodeFieldsChangeNothing(t *testing.T) {
 	}
 	process := func(rs *rules.Ruleset) []byte {
 		var out bytes.Buffer
-		task, err := NewTask(rs, func(o Output) { out.Write(o.Value); out.WriteByte('\n') })
+		task, err := engine.NewTask(rs, func(o engine.Output) { out.Write(o.Value); out.WriteByte('\n') })
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := engine.NewExtractor(rs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,10 +120,11 @@ func TestDecodeFieldsChangeNothing(t *testing.T) {
 			names[st.Name] = i
 		}
 		for i, line := range strings.Split(strings.TrimSpace(in.String()), "\n") {
-			it := parseLine(line, int64(i+1), names)
-			rec := Record{Stream: it.rec.Stream, StreamName: it.rec.StreamName, Partition: it.rec.Partition,
-				Offset: it.rec.Offset, Value: it.rec.Value} // undecoded: Process extracts it
-			task.Process([]*Record{&rec})
+			var it engine.Record
+			parseLine(&it, line, int64(i+1), names, x)
+			rec := engine.Record{Stream: it.Stream, StreamName: it.StreamName, Partition: it.Partition,
+				Offset: it.Offset, Value: it.Value} // undecoded: Process extracts it
+			task.Process([]*engine.Record{&rec})
 		}
 		task.Finish()
 		return out.Bytes()

@@ -1,4 +1,4 @@
-package engine
+package replay
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ rules:
 		`{"stream":"tx","value":{"tx_id":"c","user_id":"u3","ts":3}}`,
 	}, "\n")
 	var out bytes.Buffer
-	st, err := Replay(context.Background(), rs, strings.NewReader(in), &out, ReplayConfig{Lookups: lookups})
+	st, err := Run(context.Background(), rs, strings.NewReader(in), &out, Config{Lookups: lookups})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ rules:
 	if st.Lookups != 3 || st.LookupFallbacks != 1 {
 		t.Errorf("lookups %d, fallbacks %d; want 3 and 1", st.Lookups, st.LookupFallbacks)
 	}
-	if _, err := Replay(context.Background(), rs, strings.NewReader(in), &out, ReplayConfig{}); err == nil || !strings.Contains(err.Error(), "no lookup configured") {
+	if _, err := Run(context.Background(), rs, strings.NewReader(in), &out, Config{}); err == nil || !strings.Contains(err.Error(), "no lookup configured") {
 		t.Errorf("replay without lookups: %v, want a clear error", err)
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package replay
 
 import (
 	"bufio"
@@ -24,7 +24,7 @@ func TestExampleRulesetCatchesPlantedFraud(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	st, err := Replay(context.Background(), loadRuleset(t, "../examples/fraud.yaml"), &in, &out, ReplayConfig{})
+	st, err := Run(context.Background(), loadRuleset(t, "../examples/fraud.yaml"), &in, &out, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package engine
+package replay
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/service"
 )
@@ -17,20 +18,21 @@ import (
 // decisions by id: the first decision of each id counts. Lines that carry
 // their record's timestamp (kafka's backtest over topic data writes it) have
 // their max_future_skew and idleness judged on it, as the service judged
-// them (see taskSet).
-func Backtest(ctx context.Context, current, candidate *rules.Ruleset, input []byte, samples int, cfg ReplayConfig) (*service.BacktestReport, error) {
+// them (see the package doc). The two replays run at once, on a goroutine
+// Backtest waits for; an error says which ruleset's replay failed.
+func Backtest(ctx context.Context, current, candidate *rules.Ruleset, input []byte, samples int, cfg Config) (*service.BacktestReport, error) {
 	type result struct {
 		out   bytes.Buffer
-		stats Stats
+		stats engine.Stats
 		err   error
 	}
 	var cur, cand result
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		cur.stats, cur.err = Replay(ctx, current, bytes.NewReader(input), &cur.out, cfg)
+		cur.stats, cur.err = Run(ctx, current, bytes.NewReader(input), &cur.out, cfg)
 	}()
-	cand.stats, cand.err = Replay(ctx, candidate, bytes.NewReader(input), &cand.out, cfg)
+	cand.stats, cand.err = Run(ctx, candidate, bytes.NewReader(input), &cand.out, cfg)
 	<-done
 	if cur.err != nil {
 		return nil, fmt.Errorf("current ruleset: %w", cur.err)
