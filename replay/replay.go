@@ -81,10 +81,7 @@ func Run(ctx context.Context, rs *rules.Ruleset, in io.Reader, out io.Writer, cf
 		}
 		return s
 	}
-	names := make(map[string]int, len(rs.Streams))
-	for i, st := range rs.Streams {
-		names[st.Name] = i
-	}
+	names := streamNames(rs)
 
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -414,6 +411,19 @@ func isBlank(s string) bool {
 	return true
 }
 
+// streamNames maps each stream's name to its index for parseLine; a derived
+// stream (a pattern's or join's output), which no line may feed, maps to -1.
+func streamNames(rs *rules.Ruleset) map[string]int {
+	names := make(map[string]int, len(rs.Streams))
+	for i, st := range rs.Streams {
+		names[st.Name] = i
+		if !st.Input() {
+			names[st.Name] = -1
+		}
+	}
+	return names
+}
+
 // parseLine reads one replay line into rec: {"stream": s, "value": {...},
 // "partition": p, "key": k, "timestamp": ms}, or a control line
 // {"watermark": ms, "stream": s, "partition": p} (a control record). x
@@ -424,8 +434,8 @@ func isBlank(s string) bool {
 func parseLine(rec *engine.Record, text string, lineNo int64, names map[string]int, x *engine.Extractor) {
 	*rec = engine.Record{Stream: -1, Offset: lineNo, Raw: text}
 	var (
-		haveValue, haveWM, havePart bool
-		part                        float64
+		haveValue, haveWM, havePart, haveStream bool
+		part                                    float64
 	)
 	bad := func(err error) {
 		rec.Err = err
@@ -439,6 +449,11 @@ func parseLine(rec *engine.Record, text string, lineNo int64, names map[string]i
 			if err != nil {
 				return n, err
 			}
+			if haveStream {
+				// The value before it was decoded for the first.
+				return n, errors.New(`"stream" given twice`)
+			}
+			haveStream = true
 			if raw := rest[:n]; len(raw) >= 2 && raw[0] == '"' && !strings.ContainsRune(raw, '\\') {
 				rec.StreamName = raw[1 : n-1] // the common case, without boxing a decoded value
 			} else {
@@ -450,7 +465,7 @@ func parseLine(rec *engine.Record, text string, lineNo int64, names map[string]i
 				rec.StreamName = s
 			}
 			// Known now, for decoding a "value" that comes after it.
-			if idx, ok := names[rec.StreamName]; ok {
+			if idx, ok := names[rec.StreamName]; ok && idx >= 0 {
 				rec.Stream = idx
 			} else {
 				rec.Stream = -1
@@ -501,7 +516,11 @@ func parseLine(rec *engine.Record, text string, lineNo int64, names map[string]i
 		rec.Partition = int32(part)
 	}
 	if rec.StreamName != "" && rec.Stream < 0 {
-		bad(fmt.Errorf("line %d: unknown stream %q", lineNo, rec.StreamName))
+		if _, derived := names[rec.StreamName]; derived {
+			bad(fmt.Errorf("line %d: stream %q is the output of a pattern or join, not an input a line can feed", lineNo, rec.StreamName))
+		} else {
+			bad(fmt.Errorf("line %d: unknown stream %q", lineNo, rec.StreamName))
+		}
 		return
 	}
 	switch {

@@ -145,3 +145,34 @@ func TestArrivalOrders(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayRefusesDerivedStreams: a line may feed only an input stream. One
+// naming a pattern's output stream, or naming its stream twice around its
+// value (decoded for the first), goes to the DLQ with the reason; neither
+// reaches a task (both used to crash the extractor: a derived stream has no
+// key expression).
+func TestReplayRefusesDerivedStreams(t *testing.T) {
+	rs := loadRuleset(t, "testdata/replay/ato/rules.yaml")
+	in := strings.Join([]string{
+		`{"stream":"ato","value":{"user_id":"u1","ts":2000}}`,
+		`{"stream":"logins","value":{"user_id":"u1","ts":2000},"stream":"ato"}`,
+		`{"watermark":5,"stream":"ato"}`,
+	}, "\n")
+	var out bytes.Buffer
+	st, err := Run(t.Context(), rs, strings.NewReader(in), &out, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`"error":"line 1: stream \"ato\" is the output of a pattern or join, not an input a line can feed"`,
+		`"error":"line 2: \"stream\" given twice"`,
+		`"error":"line 3: stream \"ato\" is the output of a pattern or join, not an input a line can feed"`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no DLQ record with %s in\n%s", want, out.String())
+		}
+	}
+	if st.DLQ != 3 || st.Records != 3 {
+		t.Errorf("stats %+v: want 3 records, all in the DLQ", st)
+	}
+}
