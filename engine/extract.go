@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -144,28 +145,43 @@ func getSlotChunk(n int) []any {
 // goes into Fields. A value that is not an object sets rec.Err. It returns
 // how many bytes of text the value took, and the error when text does not
 // start with a JSON value. Decoding again replaces what an earlier call set.
-//
-// Unlike Extract's decoding it does not check max_field_bytes.
+// A field longer than the stream's max_field_bytes refuses the record as
+// Extract's decoding does (rec.Err says which), and the value is skipped
+// whole (docs/design.md "Rule safety").
 func (x *Extractor) DecodeValue(rec *Record, text string) (int, error) {
 	rec.Fields, rec.slots, rec.Err = nil, nil, nil
-	var keep []string
+	var st *rules.Stream
 	if rec.Stream >= 0 && rec.Stream < len(x.rs.Streams) {
-		keep = x.rs.Streams[rec.Stream].DecodeFields
-		if keep != nil && x.slotted(rec.Stream) {
-			slots := x.newSlots(len(keep))
-			v, n, obj, err := jsonv.DecodePrefixSlots(text, keep, slots)
-			rec.Value = text[:n]
-			if obj {
-				rec.slots = slots
-			} else if err == nil {
-				_, rec.Err = objectOf(v)
-			}
-			return n, err
-		}
+		st = x.rs.Streams[rec.Stream]
 	}
-	v, n, err := jsonv.DecodePrefixOnly(text, keep)
+	var (
+		v   any
+		n   int
+		obj bool
+		err error
+	)
+	switch {
+	case st == nil:
+		v, n, err = jsonv.DecodePrefixOnly(text, nil)
+	case st.DecodeFields != nil && x.slotted(rec.Stream):
+		slots := x.newSlots(len(st.DecodeFields))
+		if v, n, obj, err = jsonv.DecodePrefixSlotsBounded(text, st.DecodeFields, slots, st.MaxFieldBytes); obj {
+			rec.slots = slots
+		}
+	default:
+		v, n, err = jsonv.DecodePrefixOnlyBounded(text, st.DecodeFields, st.BoundedFields, st.MaxFieldBytes)
+	}
+	if tl := (*jsonv.MemberTooLongError)(nil); errors.As(err, &tl) {
+		// The value is JSON with a field longer than the stream allows:
+		// the record is refused as the task refuses one it decodes
+		// (decodeError), and the line goes on past the value.
+		if n, err = jsonv.Skip(text); err == nil {
+			rec.Value, rec.slots, rec.Err = text[:n], nil, decodeError(st, tl)
+		}
+		return n, err
+	}
 	rec.Value = text[:n]
-	if err == nil {
+	if err == nil && rec.slots == nil {
 		rec.Fields, rec.Err = objectOf(v)
 	}
 	return n, err

@@ -176,3 +176,33 @@ func TestReplayRefusesDerivedStreams(t *testing.T) {
 		t.Errorf("stats %+v: want 3 records, all in the DLQ", st)
 	}
 }
+
+// TestReplayFieldBound: replay decodes values on its own pipeline
+// (Extractor.DecodeValue), and refuses, as the task's decoding does, a field
+// an expression reads that is longer than max_field_bytes; a long field
+// nothing reads does not matter, and the lines after it are read as usual.
+func TestReplayFieldBound(t *testing.T) {
+	for _, decide := range []string{"true", "watermark"} { // slots, and events decoded whole
+		rs, err := rules.Load([]byte(`
+streams:
+  tx: {key: user_id, time: ts, id: tx_id, decide: ` + decide + `, max_future_skew: 0s, max_field_bytes: 8}
+rules:
+  m: {stream: tx, action: block, when: 'merchant == "acme"'}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := `{"stream":"tx","value":{"tx_id":"t1","user_id":"u1","ts":1,"merchant":"a merchant name","note":"a long note nobody reads"},"partition":0}
+{"stream":"tx","value":{"tx_id":"t2","user_id":"u1","ts":2,"merchant":"acme","note":"a long note nobody reads"}}
+`
+		var out bytes.Buffer
+		st, err := Run(t.Context(), rs, strings.NewReader(in), &out, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), `"error":"field \"merchant\" is 17 bytes, more than max_field_bytes (8) of stream tx"`) ||
+			!strings.Contains(out.String(), `"id":"t2"`) || st.DLQ != 1 || st.Decisions != 1 {
+			t.Errorf("decide: %s: stats %+v, output\n%s", decide, st, out.String())
+		}
+	}
+}

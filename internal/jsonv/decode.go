@@ -274,6 +274,25 @@ func DecodePrefixSlots(s string, names []string, slots []any) (v any, n int, obj
 	return decodePrefixSlots(s, names, slots, 0, nil)
 }
 
+// DecodePrefixSlotsBounded is DecodePrefixSlots with DecodeSlotsBounded's
+// limit on the kept members: a longer one fails the decode with a
+// *MemberTooLongError (and n is 0).
+func DecodePrefixSlotsBounded(s string, names []string, slots []any, limit int) (v any, n int, obj bool, err error) {
+	if names == nil {
+		names = []string{}
+	}
+	return decodePrefixSlots(s, names, slots, limit, nil)
+}
+
+// DecodePrefixOnlyBounded is DecodePrefixOnly with DecodeOnlyBounded's
+// limit: a kept member (every one when only is not nil, else those bounded
+// lists) longer than limit bytes fails the decode with a *MemberTooLongError
+// (and n is 0).
+func DecodePrefixOnlyBounded(s string, only, bounded []string, limit int) (v any, n int, err error) {
+	v, n, _, err = decodePrefixSlots(s, only, nil, limit, bounded)
+	return v, n, err
+}
+
 // DecodeSlotsBounded is DecodeSlots, except that a member names lists whose
 // value is longer than limit bytes of JSON text fails the decode with a
 // *MemberTooLongError. The check costs one comparison per kept member.
