@@ -108,7 +108,10 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (d
 		a.acked.Add(2)
 		t.inflight.Add(2)
 		t.s.cl.Produce(context.Background(), &kgo.Record{Topic: st.Topic, Partition: part, Key: []byte(rec.Key), Value: body,
-			Headers: []kgo.RecordHeader{originAPI}}, func(_ *kgo.Record, err error) {
+			Headers: []kgo.RecordHeader{originAPI}}, func(r *kgo.Record, err error) {
+			if err == nil {
+				t.own.add(r.Topic, r.Offset)
+			}
 			ack(err)
 			t.inflight.Done()
 		})

@@ -46,6 +46,7 @@ type task struct {
 	switchRS   atomic.Pointer[rules.Ruleset] // a version to switch to before the next event
 	switchSig  chan struct{}
 	calls      chan func()     // API requests, run on the task's goroutine between events
+	own        ownEvents       // the events Decide wrote, not to be processed again when fetched back
 	batch      []engine.Record // the records being processed, for the arrival time of their outputs (observe)
 	lastGauges time.Time
 	reported   map[string]int64              // the values reportGauges last sent
@@ -300,9 +301,14 @@ func (t *task) process(b *batch) {
 	m.RecordsIn(b.topic, int64(len(b.records)))
 	defer func() { t.watermark.Store(t.eng.Watermark()) }()
 	recs := t.recs[:0]
+	last := int64(-1) // the offset of the last record taken or skipped as our own
 	for _, r := range b.records {
 		if next, ok := t.next[b.topic]; ok && r.Offset < next {
 			continue // before the checkpoint: a fetch that started earlier
+		}
+		last = r.Offset
+		if fromAPI(r) && t.own.take(b.topic, r.Offset) {
+			continue // decided already (Decide): see ownEvents
 		}
 		rec := engine.Record{Stream: stream, StreamName: b.topic, Topic: b.topic, Partition: r.Partition,
 			Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), HasTimestamp: true,
@@ -325,8 +331,8 @@ func (t *task) process(b *batch) {
 	t.batch = recs
 	t.eng.Process(ptrs)
 	t.batch = nil
-	if n := len(recs); n > 0 {
-		t.next[b.topic] = recs[n-1].Offset + 1
+	if last >= 0 {
+		t.next[b.topic] = last + 1
 	}
 	clear(ptrs)
 	clear(recs)
@@ -575,3 +581,44 @@ type batchClock struct{ now int64 }
 
 func (c *batchClock) Now() int64 { return c.now }
 func (c *batchClock) read()      { c.now = time.Now().UnixMilli() }
+
+// ownEvents are the input records the decision API wrote for this task and
+// the task decided already (Decide): their offsets, as the broker
+// acknowledged them, so that the task skips them when its consumer fetches
+// them back instead of reading and deduplicating each (docs/design.md
+// "Decision API"). The input topic stays the source of truth: after a
+// restore the set is empty and the records are processed, and a record
+// fetched before its acknowledgement arrived is processed too, as a known
+// id that emits nothing. Produce callbacks add; the task's goroutine takes.
+type ownEvents struct {
+	mu      sync.Mutex
+	offsets map[ownEvent]struct{}
+}
+
+type ownEvent struct {
+	topic  string
+	offset int64
+}
+
+// add notes an event written at offset of topic.
+func (o *ownEvents) add(topic string, offset int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.offsets == nil {
+		o.offsets = make(map[ownEvent]struct{})
+	}
+	o.offsets[ownEvent{topic, offset}] = struct{}{}
+}
+
+// take reports whether offset of topic is an event Decide wrote, and
+// forgets it.
+func (o *ownEvents) take(topic string, offset int64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k := ownEvent{topic, offset}
+	if _, ok := o.offsets[k]; ok {
+		delete(o.offsets, k)
+		return true
+	}
+	return false
+}
