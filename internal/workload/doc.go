@@ -7,6 +7,14 @@
 // over three streams (transactions, logins, devices), with planted fraud cases
 // that the example ruleset (examples/fraud.yaml) must flag.
 //
+// The same workload comes in three other shapes, record for record: Records
+// hands each record to a function (stream, user_id key, value, ts),
+// GenerateKcat writes one stream's records as kcat's key<TAB>value lines
+// (`vigil gen --kafka`), and Produce, the live producer that `vigil gen
+// --brokers` runs, sends them to Kafka topics named after the streams, paced
+// on the workload's clock. WriteTruthFile writes the planted cases
+// (`vigil gen --truth`).
+//
 // Invariants:
 //
 //   - Deterministic: the output is a pure function of the Config. All randomness
@@ -26,5 +34,10 @@
 //     decides transactions on arrival sees each planted case whole, in order.
 //
 // Generate is not safe to call concurrently on the same io.Writer; separate calls
-// share no state.
+// share no state. Generation runs on the caller's goroutine (Records calls its
+// function there too). Produce alone starts goroutines, the franz-go client's
+// and one for progress lines, and has stopped them all when it returns; the
+// client's acknowledgement callbacks and the progress goroutine share only
+// atomic counters and a mutex-guarded list of errors with the sender, so the
+// send path takes no lock.
 package workload

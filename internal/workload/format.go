@@ -36,13 +36,37 @@ type event struct {
 	mustFlag bool
 }
 
+// streamNames are the streams' names, by kind: the "stream" of a line, and
+// over Kafka the topic of a record (Streams).
+var streamNames = [...]string{kindTx: "transactions", kindLogin: "logins", kindDevice: "devices"}
+
+// Streams returns the workload's stream names, in a new slice: transactions,
+// logins, devices. Over Kafka each is the topic of its records (Produce), the
+// topic a ruleset reads a stream from unless it names another
+// (examples/fraud.yaml names these).
+func Streams() []string { return append([]string(nil), streamNames[:]...) }
+
 // appendRecord appends e as one NDJSON line, newline included. With more
 // than one partition the line carries the user's partition, as a Kafka
 // producer keyed by user_id would choose it.
 func appendRecord(b []byte, e *event, partitions int) []byte {
+	b = append(b, `{"stream":"`...)
+	b = append(b, streamNames[e.kind]...)
+	b = append(b, `","value":`...)
+	b = appendValue(b, e)
+	if partitions > 1 {
+		b = append(b, `,"partition":`...)
+		b = strconv.AppendInt(b, int64(partitionOf(e.user, partitions)), 10)
+	}
+	return append(b, "}\n"...)
+}
+
+// appendValue appends e's value, the JSON object of its stream's fields: the
+// "value" of a line, and the value of a Kafka record.
+func appendValue(b []byte, e *event) []byte {
 	switch e.kind {
 	case kindTx:
-		b = append(b, `{"stream":"transactions","value":{"tx_id":"t`...)
+		b = append(b, `{"tx_id":"t`...)
 		b = appendPadded(b, e.tx, 7)
 		b = append(b, `","user_id":"u`...)
 		b = appendPadded(b, e.user, 6)
@@ -64,7 +88,7 @@ func appendRecord(b []byte, e *event, partitions int) []byte {
 		b = append(b, countries[e.country].code...)
 		b = append(b, `","ts":`...)
 	case kindLogin:
-		b = append(b, `{"stream":"logins","value":{"user_id":"u`...)
+		b = append(b, `{"user_id":"u`...)
 		b = appendPadded(b, e.user, 6)
 		if e.flag {
 			b = append(b, `","status":"FAILED","ip":"`...)
@@ -77,7 +101,7 @@ func appendRecord(b []byte, e *event, partitions int) []byte {
 		b = append(b, e.devTag, '"')
 		b = append(b, `,"ts":`...)
 	case kindDevice:
-		b = append(b, `{"stream":"devices","value":{"user_id":"u`...)
+		b = append(b, `{"user_id":"u`...)
 		b = appendPadded(b, e.user, 6)
 		b = append(b, `","device":"d`...)
 		b = appendPadded(b, e.devUser, 6)
@@ -89,12 +113,7 @@ func appendRecord(b []byte, e *event, partitions int) []byte {
 		}
 	}
 	b = strconv.AppendInt(b, e.ts, 10)
-	if partitions <= 1 {
-		return append(b, "}}\n"...)
-	}
-	b = append(b, `},"partition":`...)
-	b = strconv.AppendInt(b, int64(partitionOf(e.user, partitions)), 10)
-	return append(b, "}\n"...)
+	return append(b, '}')
 }
 
 // partitionOf spreads users over partitions with a multiplicative hash, so

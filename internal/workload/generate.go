@@ -27,33 +27,50 @@ const pcgStream = 0x7669_6769_6c00_0001
 // defaults) through its own buffer and returns the validation error, or the
 // first write error wrapped, with the cases only on success.
 func Generate(w io.Writer, c Config) ([]Planted, error) {
+	g, err := newGenerator(c)
+	if err != nil {
+		return nil, err
+	}
+	out := bufio.NewWriterSize(w, 64<<10)
+	line := make([]byte, 0, 512) // reused: formatting a line allocates nothing
+	planted, err := g.generate(func(e event) error {
+		line = appendRecord(line[:0], &e, g.c.Partitions)
+		_, err := out.Write(line)
+		return err
+	})
+	if err == nil {
+		err = out.Flush()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workload: write: %w", err)
+	}
+	return planted, nil
+}
+
+// newGenerator validates c and returns a generator for it, defaults applied.
+func newGenerator(c Config) (*generator, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	c = c.withDefaults()
 	// The per-user traits hash from their own salt, apart from the PCG stream.
 	salt := splitmix(c.Seed)
-	g := &generator{
+	return &generator{
 		c:    c,
 		rng:  rand.New(rand.NewPCG(c.Seed, pcgStream)),
 		salt: salt.next(),
-		out:  bufio.NewWriterSize(w, 64<<10),
-		line: make([]byte, 0, 512),
-	}
-	planted := g.plant()
-	if err := g.run(planted); err != nil {
-		return nil, fmt.Errorf("workload: write: %w", err)
-	}
-	return g.cases, nil
+	}, nil
 }
 
-// generator holds the state of one Generate call.
+// generator holds the state of one workload's generation.
 type generator struct {
 	c    Config
 	rng  *rand.Rand
 	salt uint64 // for userTraits
-	out  *bufio.Writer
-	line []byte // reused line buffer
+	// emit writes one event out, in the output's order; its error stops
+	// the generation. It takes a copy: a pointer passed through a function
+	// value escapes, which would cost an allocation per event.
+	emit func(event) error
 
 	cases  []Planted
 	nextTx int64      // last transaction number given out
@@ -61,9 +78,20 @@ type generator struct {
 	seq    uint64     // holding-back counter
 }
 
+// generate plants the fraud cases, passes every event to emit in output
+// order and returns the planted cases, or emit's first error. A generator
+// generates once.
+func (g *generator) generate(emit func(event) error) ([]Planted, error) {
+	g.emit = emit
+	if err := g.run(g.plant()); err != nil {
+		return nil, err
+	}
+	return g.cases, nil
+}
+
 // run merges normal traffic with the planted events (sorted by time) in
-// event-time order, holds back late events and duplicates, and writes
-// everything out.
+// event-time order, holds back late events and duplicates, and emits
+// everything.
 func (g *generator) run(planted []event) error {
 	budget := g.c.Events - len(planted) // lines left for normal events and duplicates
 	// Normal events arrive as a Poisson process spread over the span; duplicates
@@ -85,20 +113,20 @@ func (g *generator) run(planted []event) error {
 	}
 	for len(g.held) > 0 {
 		e := g.held.pop()
-		if err := g.write(&e); err != nil {
+		if err := g.emit(e); err != nil {
 			return err
 		}
 	}
-	return g.out.Flush()
+	return nil
 }
 
-// place writes e now or holds it back, and may hold back a duplicate of it
+// place emits e now or holds it back, and may hold back a duplicate of it
 // (taken from budget). Events come in event-time order, so every held event
-// whose arrival has come is written first.
+// whose arrival has come is emitted first.
 func (g *generator) place(e *event, budget *int) error {
 	for len(g.held) > 0 && g.held[0].arrival <= e.ts {
 		h := g.held.pop()
-		if err := g.write(&h); err != nil {
+		if err := g.emit(h); err != nil {
 			return err
 		}
 	}
@@ -111,13 +139,13 @@ func (g *generator) place(e *event, budget *int) error {
 		}
 	}
 	if e.planted >= 0 {
-		return g.write(e)
+		return g.emit(*e)
 	}
 	var delay int64
 	if g.c.OutOfOrder > 0 && g.rng.Float64() < g.c.OutOfOrder {
 		delay = 1 + g.rng.Int64N(g.c.MaxDelay)
 		g.hold(*e, e.ts+delay)
-	} else if err := g.write(e); err != nil {
+	} else if err := g.emit(*e); err != nil {
 		return err
 	}
 	if e.kind == kindTx && *budget > 0 && g.c.Duplicates > 0 && g.rng.Float64() < g.c.Duplicates {
@@ -134,13 +162,6 @@ func (g *generator) hold(e event, arrival int64) {
 	e.seq = g.seq
 	g.seq++
 	g.held.push(e)
-}
-
-// write formats e and writes it out.
-func (g *generator) write(e *event) error {
-	g.line = appendRecord(g.line[:0], e, g.c.Partitions)
-	_, err := g.out.Write(g.line)
-	return err
 }
 
 // normal returns a normal event at time ts of a user picked by activity.
