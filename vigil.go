@@ -17,6 +17,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/vigil-cep/vigil/examples"
 	"github.com/vigil-cep/vigil/kafka"
@@ -54,8 +55,9 @@ var (
 // Service is Vigil running over Kafka. Its methods are safe for concurrent
 // use.
 type Service struct {
-	k   *kafka.Service
-	cfg Config
+	k       *kafka.Service
+	cfg     Config
+	current atomic.Pointer[currentVersion] // Ruleset's
 }
 
 // Open connects to the brokers of cfg.Kafka, creates missing topics and
@@ -129,13 +131,28 @@ func version(v *kafka.RulesetVersion) *Version {
 }
 
 // Ruleset returns the running version of the ruleset document, or
-// ErrNotFound before the first one.
+// ErrNotFound before the first one. The Version is shared by the callers
+// until the next version: read it, do not change it.
 func (s *Service) Ruleset(context.Context) (*Version, error) {
 	v := s.k.Current()
 	if v == nil {
 		return nil, ErrNotFound
 	}
-	return version(v), nil
+	// Every decision request asks (the API's deciding streams): the
+	// document is copied once per version, not once per request.
+	if c := s.current.Load(); c != nil && c.of == v {
+		return c.v, nil
+	}
+	c := &currentVersion{of: v, v: version(v)}
+	s.current.Store(c)
+	return c.v, nil
+}
+
+// currentVersion is the converted running version, and what it was
+// converted from.
+type currentVersion struct {
+	of *kafka.RulesetVersion
+	v  *Version
 }
 
 // Versions returns every published version, oldest first.

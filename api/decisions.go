@@ -1,11 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/vigil-cep/vigil/internal/jsonv"
@@ -112,7 +114,7 @@ func (h *Handler) postDecision(w http.ResponseWriter, r *http.Request) {
 	if replay {
 		w.Header().Set("Idempotent-Replay", "true")
 	}
-	writeJSON(w, http.StatusOK, d)
+	writeDecision(w, d)
 }
 
 // getDecision is GET /v1/decisions/{id}.
@@ -127,5 +129,27 @@ func (h *Handler) getDecision(w http.ResponseWriter, r *http.Request) {
 		h.backendError(w, r, fmt.Sprintf("decision %q", id), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, d)
+	writeDecision(w, d)
+}
+
+// writeDecision answers with a decision: what writeJSON writes for it,
+// without encoding/json's pass over the record, which the engine wrote
+// compact and valid (a tenth of the handler's own time per decision).
+func writeDecision(w http.ResponseWriter, d *service.Decision) {
+	b := make([]byte, 0, len(d.Record)+64)
+	b = append(append(b, `{"decision":`...), d.Record...)
+	if d.Features != nil {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(d.Features); err != nil {
+			panic(fmt.Sprintf("api: encode features: %v", err)) // values decoded from JSON: always encodable
+		}
+		b = append(append(b, `,"features":`...), bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
+	}
+	b = append(b, "}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
 }
