@@ -94,6 +94,7 @@ func (c *compiler) warnUndeclared() {
 		path := "streams." + st.Name
 		pos := c.doc.at(path)
 		c.rs.Warnings = append(c.rs.Warnings, &CompileError{Path: path, Line: pos.Line, Column: pos.Column,
+			//lint:ignore ST1005 it ends with the key to write, "fields:"
 			Err: fmt.Errorf("no fields declared: nothing checks that its events have %s, which its rules read (a misspelt name reads null at every decision); declare them under fields:", strings.Join(names, ", "))})
 	}
 }

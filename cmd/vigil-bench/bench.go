@@ -36,6 +36,7 @@ import (
 
 	"github.com/vigil-cep/vigil/examples"
 	"github.com/vigil-cep/vigil/internal/cli"
+	"github.com/vigil-cep/vigil/internal/memlimit"
 	"github.com/vigil-cep/vigil/internal/workload"
 	"github.com/vigil-cep/vigil/kafka"
 	"github.com/vigil-cep/vigil/kafka/kconf"
@@ -250,6 +251,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&c.profilePhase, "profile-phase", phaseKafka, "the phase --cpuprofile records: passthrough, replay, kafka or latency")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
+	}
+	// The soft memory limit vigil serve and vigil replay set (setMemoryLimit
+	// of cmd/vigil), so that phases 2 to 4 collect as they do.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		if avail := memlimit.Available(); avail > 0 {
+			defer debug.SetMemoryLimit(debug.SetMemoryLimit(avail / 4 * 3))
+		}
 	}
 	var bad []string
 	if c.events <= 0 {

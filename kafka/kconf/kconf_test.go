@@ -152,6 +152,7 @@ func TestSecretNeverPrints(t *testing.T) {
 	}
 	for name, s := range map[string]string{
 		"%v": fmt.Sprintf("%v", c), "%+v": fmt.Sprintf("%+v", c), "%#v": fmt.Sprintf("%#v", c),
+		//lint:ignore S1025 what is tested is how fmt prints a Secret, not its String
 		"%s of the password": fmt.Sprintf("%s", c.Password), "%#v of the password": fmt.Sprintf("%#v", c.Password),
 		"slog": logged.String(), "json": string(js),
 	} {
