@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -141,6 +142,17 @@ func (h *Handler) backendError(w http.ResponseWriter, r *http.Request, what stri
 	case errors.Is(err, service.ErrNotFound):
 		h.problem(w, r, http.StatusNotFound, probNotFound, what+": not found")
 	case errors.Is(err, service.ErrVersionConflict):
+		// Another version was published between the If-Match check and
+		// this one: answer as that check would have, naming the version
+		// to retry on.
+		if cur, cerr := h.b.Ruleset(r.Context()); cerr == nil && cur != nil {
+			n := cur.Number
+			w.Header().Set("ETag", etag(n))
+			h.writeProblem(w, r, &problem{Type: probPrecondition.uri, Title: probPrecondition.title, Status: http.StatusPreconditionFailed,
+				Detail:         fmt.Sprintf("the ruleset changed concurrently: version %d is current; read it again and retry with its ETag", n),
+				CurrentVersion: &n})
+			return
+		}
 		h.problem(w, r, http.StatusPreconditionFailed, probPrecondition, "the ruleset changed concurrently; read it again and retry with its ETag")
 	case errors.Is(err, service.ErrIDConflict):
 		h.problem(w, r, http.StatusConflict, probIDConflict, "this id was already decided with another body")

@@ -104,7 +104,12 @@ func TestRulesetDocument(t *testing.T) {
 	f.b.mu.Lock()
 	f.b.mu.conflictOnce = true
 	f.b.mu.Unlock()
-	mustProblem(t, f.do(req{method: "PUT", path: "/v1/ruleset", body: baseDoc, ctype: "application/yaml", ifMatch: `"2"`}), http.StatusPreconditionFailed, probPrecondition)
+	// A version published between the If-Match check and the publish: the
+	// 412 names the current version, as the check's own does.
+	rec = f.do(req{method: "PUT", path: "/v1/ruleset", body: baseDoc, ctype: "application/yaml", ifMatch: `"2"`})
+	if p := mustProblem(t, rec, http.StatusPreconditionFailed, probPrecondition); p.CurrentVersion == nil || *p.CurrentVersion != 2 || rec.Header().Get("ETag") != `"2"` {
+		t.Errorf("concurrent change: current_version %v, ETag %q; want 2", p.CurrentVersion, rec.Header().Get("ETag"))
+	}
 	rec = f.do(req{method: "PUT", path: "/v1/ruleset", body: baseDoc, ctype: "application/yaml", ifMatch: `"9", "2"`})
 	mustStatus(t, rec, http.StatusOK)
 	rec = f.do(req{method: "PUT", path: "/v1/ruleset", body: baseDoc, ctype: "application/yaml", ifMatch: `*`})
