@@ -132,16 +132,17 @@ type Task struct {
 	idle        sweepQueue
 	maxRetain   int64 // the longest stream retention: when a key's every event has expired
 
-	buf      []byte
-	hits     []hit
-	stats    Stats
-	recall   map[recallKey][]byte      // decisions emitted before a restore (Recall)
-	info     DecisionInfo              // scratch for Output.Decision
-	explain  map[string]map[string]any // rule -> feature -> value, while explaining (Explain)
-	due      pendingHeap               // decide: watermark events waiting for the watermark
-	index    int                       // the index in Process's batch of the record being processed; -1 outside it
-	decided  *Decided                  // while Decide runs: where the decision of its record goes (decide.go)
-	deciding string                    // the id Decide decides
+	buf          []byte
+	hits         []hit
+	stats        Stats
+	recall       map[recallKey][]byte      // decisions emitted before a restore (Recall)
+	info         DecisionInfo              // scratch for Output.Decision
+	explain      map[string]map[string]any // rule -> feature -> value, while Decide runs
+	due          pendingHeap               // decide: watermark events waiting for the watermark
+	index        int                       // the index in Process's batch of the record being processed; -1 outside it
+	snapshotSize int                       // the last Snapshot's size, to size the next one's buffer
+	decided      *Decided                  // while Decide runs: where the decision of its record goes (decide.go)
+	deciding     string                    // the id Decide decides
 }
 
 // keyState is what a task keeps per key. The key string is a copy owned
