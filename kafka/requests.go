@@ -83,6 +83,7 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (d
 			reply <- answer{err: fmt.Errorf("%w: the ruleset changed, retry", service.ErrSaturated)}
 			return
 		}
+		t.work.decides++ // the state may change: see checkpoint
 		if t.enr != nil {
 			if err := t.enr.Enrich(ctx, []*engine.Record{&rec}); err != nil {
 				reply <- answer{err: err}

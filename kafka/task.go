@@ -43,16 +43,22 @@ type task struct {
 	restored bool
 	lastCkpt time.Time
 
-	switchRS   atomic.Pointer[rules.Ruleset] // a version to switch to before the next event
-	switchSig  chan struct{}
-	calls      chan func()     // API requests, run on the task's goroutine between events
-	own        ownEvents       // the events Decide wrote, not to be processed again when fetched back
-	batch      []engine.Record // the records being processed, for the arrival time of their outputs (observe)
-	lastGauges time.Time
-	reported   map[string]int64              // the values reportGauges last sent
-	watermark  atomic.Int64                  // the engine's, for the metrics goroutine
-	guard      rules.Guard                   // the rule evaluations, for the watchdog (guard.go)
-	running    atomic.Pointer[rules.Ruleset] // rs, for the watchdog
+	switchRS  atomic.Pointer[rules.Ruleset] // a version to switch to before the next event
+	switchSig chan struct{}
+	calls     chan func() // API requests, run on the task's goroutine between events
+	own       ownEvents   // the events Decide wrote, not to be processed again when fetched back
+	// work counts what may have changed the state since the start (the
+	// API's reads do not), and
+	// checkpointed is its value at the last checkpoint: an idle task skips
+	// its periodic checkpoint (checkpoint).
+	work         taskWork
+	checkpointed *taskWork
+	batch        []engine.Record // the records being processed, for the arrival time of their outputs (observe)
+	lastGauges   time.Time
+	reported     map[string]int64              // the values reportGauges last sent
+	watermark    atomic.Int64                  // the engine's, for the metrics goroutine
+	guard        rules.Guard                   // the rule evaluations, for the watchdog (guard.go)
+	running      atomic.Pointer[rules.Ruleset] // rs, for the watchdog
 
 	inflight   sync.WaitGroup // produced records not yet acknowledged
 	saving     sync.Mutex     // held while a checkpoint is being saved
@@ -307,6 +313,7 @@ func (t *task) process(b *batch) {
 			continue // before the checkpoint: a fetch that started earlier
 		}
 		last = r.Offset
+		t.work.records++
 		if fromAPI(r) && t.own.take(b.topic, r.Offset) {
 			continue // decided already (Decide): see ownEvents
 		}
@@ -504,11 +511,21 @@ func (t *task) checkpoint(ctx context.Context, background bool) error {
 		t.saving.Unlock()
 		return fmt.Errorf("output not acknowledged: %w", *err)
 	}
+	w := t.work
+	w.watermark, w.version, w.decNext = t.eng.Watermark(), t.rs.Version, t.decNext.Load()
+	if background && t.checkpointed != nil && *t.checkpointed == w {
+		// Nothing happened since the last checkpoint: writing the same
+		// state again would hold the task and its requests for nothing.
+		t.lastCkpt = time.Now()
+		t.saving.Unlock()
+		return nil
+	}
 	data, err := t.eng.Snapshot()
 	if err != nil {
 		t.saving.Unlock()
 		return fmt.Errorf("snapshot: %w", err)
 	}
+	t.checkpointed = &w
 	t.seq++
 	snap := &state.Snapshot{Task: t.part, Seq: t.seq, Offsets: make(map[string]int64),
 		Sections: map[string][]byte{sectionEngine: data, sectionRuleset: []byte(t.rs.Version)}}
@@ -581,6 +598,16 @@ type batchClock struct{ now int64 }
 
 func (c *batchClock) Now() int64 { return c.now }
 func (c *batchClock) read()      { c.now = time.Now().UnixMilli() }
+
+// taskWork is what a checkpoint compares to tell whether anything changed
+// since the previous one: records fetched, decisions asked of the API, and what the state
+// and offsets show of time, version and output.
+type taskWork struct {
+	records, decides int64
+	watermark        int64
+	version          string
+	decNext          int64
+}
 
 // ownEvents are the input records the decision API wrote for this task and
 // the task decided already (Decide): their offsets, as the broker

@@ -1,0 +1,71 @@
+package kafka
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/vigil-cep/vigil/service"
+)
+
+// TestIdleTaskSkipsCheckpoint: a periodic checkpoint of a task that has
+// done nothing since its previous one writes nothing (reads through the API
+// change nothing); one after a record was processed, or a decision asked,
+// writes a new snapshot.
+func TestIdleTaskSkipsCheckpoint(t *testing.T) {
+	svc, _ := testService(t, rulesExplain, func(c *Config) { c.CheckpointInterval = time.Hour })
+	waitReady(t, svc)
+	tk := svc.task(0)
+	if tk == nil {
+		t.Fatal("no task 0")
+	}
+	// checkpoint takes a periodic checkpoint on the task's goroutine, once
+	// the save of the previous one is done, and returns how many snapshots
+	// it wrote (0 or 1).
+	checkpoint := func() uint64 {
+		wrote := make(chan uint64, 1)
+		tk.calls <- func() {
+			tk.saving.Lock() // the previous save, if any, is done
+			tk.saving.Unlock()
+			before := tk.seq
+			if err := tk.checkpoint(context.Background(), true); err != nil {
+				t.Error(err)
+			}
+			wrote <- tk.seq - before
+		}
+		return <-wrote
+	}
+	if n := checkpoint(); n != 1 {
+		t.Fatalf("first checkpoint wrote %d snapshots, want 1", n)
+	}
+	if n := checkpoint(); n != 0 {
+		t.Errorf("an idle task wrote %d snapshots, want 0", n)
+	}
+	if _, err := svc.Entity(context.Background(), "u1", service.EntityQuery{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := checkpoint(); n != 0 {
+		t.Errorf("after an entity read, the checkpoint wrote %d snapshots, want 0", n)
+	}
+	const off = 1 << 40 // far past anything produced
+	tk.in <- &batch{topic: "tx", records: []*kgo.Record{{Topic: "tx", Partition: 0, Offset: off,
+		Value: []byte(`{"tx_id":"k1","user_id":"u1","amount":5,"ts":1000}`)}}}
+	for {
+		got := make(chan bool, 1)
+		tk.calls <- func() { got <- tk.next["tx"] > off }
+		if <-got {
+			break
+		}
+	}
+	if n := checkpoint(); n != 1 {
+		t.Errorf("after a record, the checkpoint wrote %d snapshots, want 1", n)
+	}
+	if n := checkpoint(); n != 0 {
+		t.Errorf("idle again: %d snapshots, want 0", n)
+	}
+	tk.calls <- func() { tk.work.decides++ } // what Decide does first
+	if n := checkpoint(); n != 1 {
+		t.Errorf("after a decision asked of the API, the checkpoint wrote %d snapshots, want 1", n)
+	}
+}
