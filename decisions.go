@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -23,26 +25,36 @@ const (
 	recentWait = 2 * time.Second
 )
 
-// RecentDecisions reads the decisions topic, the record
-// of every instance's decisions: it looks through the newest recentScan
-// records of each partition (q.Limit without filters) and returns those q
-// selects, newest first (by record time, then partition and offset). Each call reads with a client
-// of its own, closed before it returns, so that nothing runs between calls
-// and the decision path shares nothing with it.
+// RecentDecisions reads the decisions topic, the record of every
+// instance's decisions: it looks through the newest recentScan records of
+// each partition (q.Limit without filters) and returns those q selects,
+// newest first (by record time, then partition and offset).
+//
+// It reads with a client of its own, apart from the decision path's, opened
+// at the first call and kept until Run returns: a console polls every two
+// seconds, and on a secured cluster a client per call was a TLS handshake
+// and a SASL exchange per poll. Calls take turns on it.
 func (s *Service) RecentDecisions(ctx context.Context, q DecisionQuery) ([]json.RawMessage, int, error) {
 	if len(s.cfg.Kafka.Brokers) == 0 {
 		return nil, 0, fmt.Errorf("%w: recent decisions need the decisions topic, and this service was given no Kafka client configuration for it", ErrUnavailable)
 	}
 	topic := s.decisionsTopic()
-	opts, err := s.cfg.Kafka.Opts()
-	if err != nil {
-		return nil, 0, fmt.Errorf("kafka client for %s: %w", topic, err)
+	r := &s.recent
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, 0, fmt.Errorf("%w: the service has stopped", ErrUnavailable)
 	}
-	cl, err := kgo.NewClient(append(opts, kgo.FetchMaxWait(100*time.Millisecond))...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("kafka client for %s: %w", topic, err)
+	if r.cl == nil {
+		opts, err := s.cfg.Kafka.Opts()
+		if err != nil {
+			return nil, 0, fmt.Errorf("kafka client for %s: %w", topic, err)
+		}
+		if r.cl, err = kgo.NewClient(append(opts, kgo.FetchMaxWait(100*time.Millisecond))...); err != nil {
+			return nil, 0, fmt.Errorf("kafka client for %s: %w", topic, err)
+		}
 	}
-	defer cl.Close()
+	cl := r.cl
 	adm := kadm.NewClient(cl)
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err == nil {
@@ -66,7 +78,8 @@ func (s *Service) RecentDecisions(ctx context.Context, q DecisionQuery) ([]json.
 		depth = int64(min(q.Limit, recentScan))
 	}
 	from := make(map[int32]kgo.Offset)
-	last := make(map[int32]int64) // the last offset to read, per partition still being read
+	first := make(map[int32]int64) // the first offset to read, per partition
+	last := make(map[int32]int64)  // the last offset to read, per partition still being read
 	ends.Each(func(o kadm.ListedOffset) {
 		lo := max(o.Offset-depth, 0)
 		if st, ok := starts.Lookup(topic, o.Partition); ok {
@@ -74,13 +87,17 @@ func (s *Service) RecentDecisions(ctx context.Context, q DecisionQuery) ([]json.
 		}
 		if lo < o.Offset {
 			from[o.Partition] = kgo.NewOffset().At(lo)
-			last[o.Partition] = o.Offset - 1
+			first[o.Partition], last[o.Partition] = lo, o.Offset-1
 		}
 	})
 	if len(from) == 0 {
 		return []json.RawMessage{}, 0, nil
 	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: from})
+	// Stop fetching once answered: the next call asks for other offsets,
+	// and what is buffered for these goes with them.
+	parts := slices.Collect(maps.Keys(from))
+	defer cl.RemoveConsumePartitions(map[string][]int32{topic: parts})
 
 	type hit struct {
 		ts   time.Time
@@ -111,8 +128,8 @@ func (s *Service) RecentDecisions(ctx context.Context, q DecisionQuery) ([]json.
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			end, reading := last[r.Partition]
-			if !reading || r.Offset > end {
-				return // written since the offsets were listed
+			if !reading || r.Offset > end || r.Offset < first[r.Partition] {
+				return // written since the offsets were listed, or left from an earlier call's fetch
 			}
 			if r.Offset == end {
 				delete(last, r.Partition)
@@ -131,4 +148,22 @@ func (s *Service) RecentDecisions(ctx context.Context, q DecisionQuery) ([]json.
 		out = append(out, h.rec)
 	}
 	return out, scanned, nil
+}
+
+// recentReader is RecentDecisions' client: opened at the first call, closed
+// when the service stops. mu is held for a whole call.
+type recentReader struct {
+	mu     sync.Mutex
+	cl     *kgo.Client
+	closed bool
+}
+
+// close closes the client, and refuses the calls after.
+func (r *recentReader) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cl != nil {
+		r.cl.Close()
+	}
+	r.cl, r.closed = nil, true
 }

@@ -58,6 +58,7 @@ type Service struct {
 	k       *kafka.Service
 	cfg     Config
 	current atomic.Pointer[currentVersion] // Ruleset's
+	recent  recentReader                   // RecentDecisions'
 }
 
 // Open connects to the brokers of cfg.Kafka, creates missing topics and
@@ -79,10 +80,16 @@ func Open(ctx context.Context, cfg Config, ruleset []byte) (*Service, error) {
 // Run joins the consumer group and runs the tasks of the partitions it is
 // given until ctx ends; then it drains them, takes their final checkpoints
 // and closes the service's clients. It returns the first fatal error.
-func (s *Service) Run(ctx context.Context) error { return s.k.Run(ctx) }
+func (s *Service) Run(ctx context.Context) error {
+	defer s.recent.close()
+	return s.k.Run(ctx)
+}
 
 // Close releases a service that was opened and never run.
-func (s *Service) Close() { s.k.Close() }
+func (s *Service) Close() {
+	s.recent.close()
+	s.k.Close()
+}
 
 // Ready says whether the service has joined its group and can decide; the
 // error says why not.

@@ -257,6 +257,15 @@ func TestRealServiceRecentDecisions(t *testing.T) {
 			t.Errorf("%q: not %d records scanned: %s", tc.query, tc.scanned, body)
 		}
 	}
+	// A decision made after those reads is in the next one (the reads share
+	// one client, which starts each at the offsets it lists).
+	if status, resp, _ := call(t, srv, gw, "POST", "/v1/decisions?stream=tx", js, `{"tx_id":"r4","user_id":"u1","amount":5,"ts":1004}`); status != 200 {
+		t.Fatalf("decide r4: %d %s", status, resp)
+	}
+	status, body, _ := call(t, srv, gw, "GET", "/v1/decisions?limit=2", "", "")
+	if diff := cmp.Diff([]string{"r4", "r3"}, api.RecentIDs(t, []byte(body))); status != 200 || diff != "" || !strings.Contains(body, `"scanned":2`) {
+		t.Errorf("after one more decision: %d %s (-want +got):\n%s", status, body, diff)
+	}
 }
 
 // TestRealServiceEntityWatermark: on the service, a key whose task has seen
