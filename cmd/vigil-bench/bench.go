@@ -36,7 +36,7 @@ import (
 
 	"github.com/vigil-cep/vigil/examples"
 	"github.com/vigil-cep/vigil/internal/cli"
-	"github.com/vigil-cep/vigil/internal/memlimit"
+	"github.com/vigil-cep/vigil/internal/gctune"
 	"github.com/vigil-cep/vigil/internal/workload"
 	"github.com/vigil-cep/vigil/kafka"
 	"github.com/vigil-cep/vigil/kafka/kconf"
@@ -112,12 +112,6 @@ func (p *cpuProfiler) close() error {
 	p.f = nil
 	return errors.Join(p.err, err)
 }
-
-// serveGOGC is vigil serve's collector setting (serveGOGC of cmd/vigil),
-// which phases 2 to 4 run at unless GOGC is set: the ratio of phase 3 to
-// phase 2 is then the Kafka layer's cost, not a difference of collector
-// settings. TestBenchServeGOGC holds it to vigil's.
-const serveGOGC = 400
 
 // Phase names, as --profile-phase takes them.
 const (
@@ -252,13 +246,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	// The soft memory limit vigil serve and vigil replay set (setMemoryLimit
-	// of cmd/vigil), so that phases 2 to 4 collect as they do.
-	if os.Getenv("GOMEMLIMIT") == "" {
-		if avail := memlimit.Available(); avail > 0 {
-			defer debug.SetMemoryLimit(debug.SetMemoryLimit(avail / 4 * 3))
-		}
-	}
+	// The soft memory limit vigil serve and vigil replay set, so that
+	// phases 2 to 4 collect as they do.
+	defer gctune.MemoryLimit()()
 	var bad []string
 	if c.events <= 0 {
 		bad = append(bad, "--events must be positive")
@@ -737,9 +727,7 @@ func gcPercent() int {
 // discarded. The clock covers the Replay call.
 func benchReplayPhase(ctx context.Context, c benchConfig, rs *rules.Ruleset, wl *benchWorkloadData) (*benchReplay, error) {
 	title := phaseTitles[phaseReplay]
-	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(serveGOGC)) // as phase 3: see the help
-	}
+	defer gctune.GCPercent(gctune.ServeGOGC)() // as phase 3: see the help
 	gogc := gcPercent()
 	pctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -774,9 +762,7 @@ func benchReplayPhase(ctx context.Context, c benchConfig, rs *rules.Ruleset, wl 
 // processed_at_stop (events + end markers).
 func benchKafkaPhase(ctx context.Context, c benchConfig, nth int, kc kconf.Config, dir string, wl *benchWorkloadData,
 	markers map[topicPartition]int64, log *slog.Logger) (*benchKafka, error) {
-	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(serveGOGC)) // as vigil serve sets it
-	}
+	defer gctune.GCPercent(gctune.ServeGOGC)() // as vigil serve sets it
 	title := phaseTitles[phaseKafka]
 	pctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -1148,9 +1134,7 @@ const latencyWarmPrefix = "bench-warmup-"
 // a consumer of the decisions topic notes when each transaction id's first
 // decision arrives. Latency is arrival − send of every transaction id.
 func benchLatencyPhase(ctx context.Context, c benchConfig, kc kconf.Config, dir string, log *slog.Logger) (*benchLatency, error) {
-	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(serveGOGC)) // as vigil serve sets it
-	}
+	defer gctune.GCPercent(gctune.ServeGOGC)() // as vigil serve sets it
 	title := phaseTitles[phaseLatency]
 	bound := c.latencyDuration + c.timeout
 	pctx, cancel := context.WithTimeout(ctx, bound)

@@ -4,38 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 )
-
-// TestBenchServeGOGC: the phases run at vigil serve's collector setting, which
-// lives in cmd/vigil (a package main, which this one cannot import).
-func TestBenchServeGOGC(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "../vigil/gc.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var vigils string
-	ast.Inspect(f, func(n ast.Node) bool {
-		if vs, ok := n.(*ast.ValueSpec); ok && len(vs.Names) == 1 && vs.Names[0].Name == "serveGOGC" && len(vs.Values) == 1 {
-			if lit, ok := vs.Values[0].(*ast.BasicLit); ok {
-				vigils = lit.Value
-			}
-		}
-		return vigils == ""
-	})
-	if vigils != strconv.Itoa(serveGOGC) {
-		t.Errorf("vigil-bench's serveGOGC is %d, cmd/vigil/gc.go's %q: the bench must run at vigil serve's setting", serveGOGC, vigils)
-	}
-}
 
 // TestUsage: --help on the command and on each subcommand prints the usage
 // and exits 0; a missing or unknown subcommand, or bad flags, exit 2.

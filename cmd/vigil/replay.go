@@ -16,6 +16,7 @@ import (
 
 	"github.com/vigil-cep/vigil/asyncio"
 	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/internal/gctune"
 	"github.com/vigil-cep/vigil/replay"
 	"github.com/vigil-cep/vigil/rules"
 )
@@ -75,8 +76,8 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintf(stderr, "\r%d records, %.0f records/s ", n, float64(n)/elapsed.Seconds())
 		}
 	}
-	setGOGC(replayGOGC)
-	setMemoryLimit()
+	defer gctune.GCPercent(gctune.ReplayGOGC)()
+	defer gctune.MemoryLimit()()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/vigil-cep/vigil"
 	"github.com/vigil-cep/vigil/api"
 	"github.com/vigil-cep/vigil/console"
+	"github.com/vigil-cep/vigil/internal/gctune"
 	"github.com/vigil-cep/vigil/kafka"
 	"github.com/vigil-cep/vigil/telemetry"
 )
@@ -87,8 +88,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.Partitions = int32(*partitions)
-	setGOGC(serveGOGC)
-	setMemoryLimit()
+	defer gctune.GCPercent(gctune.ServeGOGC)()
+	defer gctune.MemoryLimit()()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

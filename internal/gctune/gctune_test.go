@@ -1,6 +1,8 @@
-package memlimit
+package gctune
 
 import (
+	"math"
+	"runtime/debug"
 	"testing"
 	"testing/fstest"
 )
@@ -48,5 +50,50 @@ func TestAvailable(t *testing.T) {
 		if got := available(fsys); got != c.want {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}
+	}
+}
+
+// TestMemoryLimit: without GOMEMLIMIT, the soft limit is three quarters of
+// the memory the process may use, and restore puts back the one before;
+// with it, GOMEMLIMIT's stays.
+func TestMemoryLimit(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	avail := Available()
+	if avail < 1<<20 {
+		t.Fatalf("Available() = %d bytes: neither a cgroup limit nor /proc/meminfo read", avail)
+	}
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	restore := MemoryLimit()
+	if got := debug.SetMemoryLimit(-1); got != avail/4*3 {
+		t.Errorf("memory limit %d, want %d", got, avail/4*3)
+	}
+	restore()
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("after restore: %d, want the limit before", got)
+	}
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	debug.SetMemoryLimit(12345 << 20)
+	MemoryLimit()
+	if got := debug.SetMemoryLimit(-1); got != 12345<<20 {
+		t.Errorf("with GOMEMLIMIT set, the limit moved to %d", got)
+	}
+}
+
+// TestGCPercent: GOGC wins over the command's setting.
+func TestGCPercent(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	t.Setenv("GOGC", "")
+	restore := GCPercent(ServeGOGC)
+	if got := debug.SetGCPercent(ServeGOGC); got != ServeGOGC {
+		t.Errorf("GOGC %d, want %d", got, ServeGOGC)
+	}
+	restore()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("after restore: %d, want 100", got)
+	}
+	t.Setenv("GOGC", "50")
+	GCPercent(ServeGOGC)
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC set, the percentage moved to %d", got)
 	}
 }

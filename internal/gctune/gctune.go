@@ -1,19 +1,62 @@
-// Package memlimit finds how much memory this process may use: the limit of
-// its control group when it runs in a container (cgroup v2 or v1), else the
-// machine's memory. The commands derive the collector's soft memory limit
-// from it (runtime/debug.SetMemoryLimit), so that a service in a 2 GiB pod
-// collects harder as it nears 2 GiB instead of being killed, with no
-// GOMEMLIMIT to keep in step with the pod's limit.
-package memlimit
+// Package gctune holds the collector settings Vigil's commands run at, in
+// one place for vigil and vigil-bench (whose phases must run as vigil serve
+// and vigil replay do), and applies them unless the environment chose its
+// own (GOGC, GOMEMLIMIT).
+//
+// The live heap of both commands is the retained state (history, windows,
+// ids), which the collector marks at every cycle: a lazier collector saves a
+// large share of the CPU for memory. A soft memory limit, derived from what
+// the process may use (its container's limit, or the machine's memory),
+// makes the collector work harder as the heap nears it instead of the
+// process being killed, with no GOMEMLIMIT to keep in step with a pod's
+// limit.
+package gctune
 
 import (
 	"bufio"
 	"io/fs"
 	"os"
 	"path"
+	"runtime/debug"
 	"strconv"
 	"strings"
 )
+
+// Collector percentages (GOGC).
+const (
+	// ServeGOGC is vigil serve's: a service's heap must stay predictable,
+	// and the soft memory limit caps it.
+	ServeGOGC = 400
+	// ReplayGOGC is vigil replay's, a batch job: on the 1M workload it
+	// saves about a fifth of the CPU against 400, at the same peak RSS
+	// (docs/performance.md).
+	ReplayGOGC = 800
+)
+
+// GCPercent sets the collector's percentage unless GOGC is set; restore puts
+// back the one before.
+func GCPercent(percent int) (restore func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	old := debug.SetGCPercent(percent)
+	return func() { debug.SetGCPercent(old) }
+}
+
+// MemoryLimit sets a soft memory limit of three quarters of Available unless
+// GOMEMLIMIT is set or the size is unknown; restore puts back the one before.
+// With a lazy collector the heap may grow to several times the live state,
+// and near the limit the collector runs as often as it must instead. The
+// last quarter is for what the limit's goal holds less tightly (stacks,
+// fragmentation) and for the page cache of the checkpoint files.
+func MemoryLimit() (restore func()) {
+	avail := Available()
+	if os.Getenv("GOMEMLIMIT") != "" || avail <= 0 {
+		return func() {}
+	}
+	old := debug.SetMemoryLimit(avail / 4 * 3)
+	return func() { debug.SetMemoryLimit(old) }
+}
 
 // Available returns the memory this process may use, in bytes: the lowest of
 // its control group's limit and the machine's memory; 0 when neither can be
