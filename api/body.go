@@ -168,10 +168,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		// Only values built by this package reach here, all encodable.
 		panic(fmt.Sprintf("api: encode response: %v", err))
 	}
+	writeBody(w, status, buf.Bytes())
+}
+
+// writeBody answers with b, a JSON value and its newline.
+func writeBody(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(b)
 }
 
 // pathParam returns a URL parameter, unescaped: chi matches the escaped

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/vigil-cep/vigil/internal/cli"
+	"github.com/vigil-cep/vigil/internal/jsonv"
 )
 
 // runBare serves a bare POST /v1/decisions: a chi router and a handler that
@@ -63,8 +64,8 @@ func bareHandler() http.Handler {
 		id, _ := ev["tx_id"].(string)
 		user, _ := ev["user_id"].(string)
 		ts, _ := ev["ts"].(float64)
-		b := append([]byte(`{"decision":{"kind":"decision","id":`), strconv.Quote(id)...)
-		b = append(append(b, `,"stream":"transactions","key":`...), strconv.Quote(user)...)
+		b := jsonv.AppendString([]byte(`{"decision":{"kind":"decision","id":`), id)
+		b = jsonv.AppendString(append(b, `,"stream":"transactions","key":`...), user)
 		b = strconv.AppendInt(append(b, `,"time":`...), int64(ts), 10)
 		b = append(b, `,"action":"allow","score":0,"rules":[],"shadow":[],"errors":[]}}`+"\n"...)
 		w.Header().Set("Content-Type", "application/json")
