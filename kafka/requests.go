@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/vigil-cep/vigil/service"
@@ -69,10 +67,9 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (d
 		return nil, false, err
 	}
 	type answer struct {
-		d     *engine.Decided
-		acked *sync.WaitGroup // the event and the decision, written
-		fail  *atomic.Pointer[error]
-		err   error
+		d    *engine.Decided
+		acks chan error // the broker's answers for the event and the decision; nil when nothing was written
+		err  error
 	}
 	reply := make(chan answer, 1)
 	call := func() {
@@ -99,26 +96,19 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (d
 		// reading it back with the id already known, re-emits nothing
 		// (after a restore from before it, it is processed), and its
 		// decision: produced together, awaited together.
-		a := answer{d: d, acked: new(sync.WaitGroup), fail: new(atomic.Pointer[error])}
-		ack := func(err error) {
-			if err != nil {
-				a.fail.CompareAndSwap(nil, &err)
-			}
-			a.acked.Done()
-		}
-		a.acked.Add(2)
+		a := answer{d: d, acks: make(chan error, 2)}
 		t.inflight.Add(2)
 		t.s.cl.Produce(context.Background(), &kgo.Record{Topic: st.Topic, Partition: part, Key: []byte(rec.Key), Value: body,
 			Headers: []kgo.RecordHeader{originAPI}}, func(r *kgo.Record, err error) {
 			if err == nil {
 				t.own.add(r.Topic, r.Offset)
 			}
-			ack(err)
+			a.acks <- err
 			t.inflight.Done()
 		})
 		t.observe(d.Output)
 		t.s.cl.Produce(context.Background(), t.outRecord(d.Output, new(kgo.Record)), func(r *kgo.Record, err error) {
-			ack(err)
+			a.acks <- err
 			t.acked(r, err) // how far our decisions partition is written
 		})
 		reply <- a
@@ -137,16 +127,14 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (d
 	if a.err != nil {
 		return nil, false, a.err
 	}
-	if a.acked != nil {
-		done := make(chan struct{})
-		go func() { a.acked.Wait(); close(done) }()
+	for range cap(a.acks) { // 0 when nothing was written (a replay)
 		select {
-		case <-done:
+		case err := <-a.acks:
+			if err != nil {
+				return nil, false, fmt.Errorf("not recorded: %w", err)
+			}
 		case <-ctx.Done():
 			return nil, false, ctx.Err()
-		}
-		if err := a.fail.Load(); err != nil {
-			return nil, false, fmt.Errorf("not recorded: %w", *err)
 		}
 	}
 	return &service.Decision{Record: a.d.Output.Value, Features: features(a.d.Features)}, a.d.Replay, nil
