@@ -314,12 +314,13 @@ func (t *task) process(b *batch) {
 		}
 		last = r.Offset
 		t.work.records++
-		if fromAPI(r) && t.own.take(b.topic, r.Offset) {
+		api := fromAPI(r)
+		if api && t.own.take(b.topic, r.Offset) {
 			continue // decided already (Decide): see ownEvents
 		}
 		rec := engine.Record{Stream: stream, StreamName: b.topic, Topic: b.topic, Partition: r.Partition,
 			Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), HasTimestamp: true,
-			Value: string(r.Value), Quiet: fromAPI(r)}
+			Value: string(r.Value), Quiet: api}
 		if len(r.Value) > max {
 			rec.Err = fmt.Errorf("record of %d bytes exceeds the %d-byte limit", len(r.Value), max)
 		}
