@@ -47,10 +47,10 @@ type task struct {
 	switchSig chan struct{}
 	calls     chan func() // API requests, run on the task's goroutine between events
 	own       ownEvents   // the events Decide wrote, not to be processed again when fetched back
-	// work counts what may have changed the state since the start (the
-	// API's reads do not), and
-	// checkpointed is its value at the last checkpoint: an idle task skips
-	// its periodic checkpoint (checkpoint).
+	// work counts the decisions asked of the API since the start (reads
+	// change nothing), and checkpointed is what the last checkpoint saw of
+	// it and of the state: an idle task skips its periodic checkpoint
+	// (checkpoint).
 	work         taskWork
 	checkpointed *taskWork
 	batch        []engine.Record // the records being processed, for the arrival time of their outputs (observe)
@@ -313,7 +313,6 @@ func (t *task) process(b *batch) {
 			continue // before the checkpoint: a fetch that started earlier
 		}
 		last = r.Offset
-		t.work.records++
 		api := fromAPI(r)
 		if api && t.own.take(b.topic, r.Offset) {
 			continue // decided already (Decide): see ownEvents
@@ -514,6 +513,9 @@ func (t *task) checkpoint(ctx context.Context, background bool) error {
 	}
 	w := t.work
 	w.watermark, w.version, w.decNext = t.eng.Watermark(), t.rs.Version, t.decNext.Load()
+	for _, off := range t.next {
+		w.fetched += off
+	}
 	if background && t.checkpointed != nil && *t.checkpointed == w {
 		// Nothing happened since the last checkpoint: writing the same
 		// state again would hold the task and its requests for nothing.
@@ -601,13 +603,14 @@ func (c *batchClock) Now() int64 { return c.now }
 func (c *batchClock) read()      { c.now = time.Now().UnixMilli() }
 
 // taskWork is what a checkpoint compares to tell whether anything changed
-// since the previous one: records fetched, decisions asked of the API, and what the state
-// and offsets show of time, version and output.
+// since the previous one: decisions asked of the API, records fetched, and
+// what the state shows of time, version and output.
 type taskWork struct {
-	records, decides int64
-	watermark        int64
-	version          string
-	decNext          int64
+	decides   int64
+	fetched   int64 // the sum of the next input offsets, which grows with every record fetched
+	watermark int64
+	version   string
+	decNext   int64
 }
 
 // ownEvents are the input records the decision API wrote for this task and
