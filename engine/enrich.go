@@ -46,17 +46,17 @@ func NewEnricher(rs *rules.Ruleset, lookups LookupFactory) (*Enricher, error) {
 	en := &Enricher{x: x}
 	for _, e := range rs.Enrichments {
 		if lookups == nil {
-			en.close()
+			en.Close()
 			return nil, fmt.Errorf("enrichment %s: no lookup configured (vigil replay --redis ADDR for Redis)", e.Name)
 		}
 		l, err := lookups(e)
 		if err != nil {
-			en.close()
+			en.Close()
 			return nil, fmt.Errorf("enrichment %s: %w", e.Name, err)
 		}
 		op, err := asyncio.New(l, e.Config)
 		if err != nil {
-			en.close()
+			en.Close()
 			return nil, fmt.Errorf("enrichment %s: %w", e.Name, err)
 		}
 		eo := &enrichOp{e: e, op: op}
@@ -73,9 +73,6 @@ func NewEnricher(rs *rules.Ruleset, lookups LookupFactory) (*Enricher, error) {
 	}
 	return en, nil
 }
-
-// Close stops the enrichments' operators.
-func (en *Enricher) Close() { en.close() }
 
 // Enrich extracts the records (decode, key, time, id) and merges each
 // enrichment's result under its name, enrichment after enrichment (a later
@@ -136,8 +133,8 @@ func (en *Enricher) Enrich(ctx context.Context, recs []*Record) error {
 	return nil
 }
 
-// close stops every operator and reader.
-func (en *Enricher) close() {
+// Close stops every operator and reader.
+func (en *Enricher) Close() {
 	for _, eo := range en.ops {
 		eo.op.Close()
 		eo.wg.Wait()
