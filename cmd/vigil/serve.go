@@ -169,6 +169,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	running := false
+	defer func() {
+		if !running {
+			svc.Close() // an error before Run: Run closes what it opened
+		}
+	}()
 	var srv *http.Server
 	if *httpAddr != "" {
 		apiOpts.Logger = log
@@ -201,6 +207,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "vigil serving ruleset %s on %s (decisions: %s, api: http://%s)\n", current.Digest,
 		strings.Join(cfg.Kafka.Brokers, ","), cfg.Topics.Decisions, *httpAddr)
+	running = true
 	runErr := svc.Run(ctx)
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
