@@ -1,9 +1,11 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +28,7 @@ const DefaultChunkBytes = 512 << 10
 const (
 	ckptHdrTask   = "task"   // the task, = the partition
 	ckptHdrSeq    = "seq"    // the snapshot's Seq
+	ckptHdrParent = "parent" // the snapshot's Parent; absent (chunks written before deltas existed) = 0
 	ckptHdrChunk  = "chunk"  // index of this chunk, 0 .. chunks-1
 	ckptHdrChunks = "chunks" // number of chunks of the snapshot
 	ckptHdrLength = "length" // length of the whole encoding, in bytes
@@ -33,7 +36,7 @@ const (
 
 const (
 	// ckptChunkOverhead bounds the bytes a chunk record adds to its value:
-	// batch framing, record framing and the five headers.
+	// batch framing, record framing and the six headers.
 	ckptChunkOverhead = 4 << 10
 	// ckptKgoBatchBytes and ckptBrokerMessageBytes are the default
 	// limits of a produced batch on the client (kgo) and on a topic.
@@ -49,15 +52,17 @@ const (
 // CheckpointStoreConfig configures NewCheckpointStore. The zero value is
 // valid.
 type CheckpointStoreConfig struct {
-	// Keep is how many snapshots per task Save keeps (default
-	// state.DefaultKeep; negative is refused). Keep at least 2 so that a
-	// corrupt newest snapshot still leaves one to fall back to.
+	// Keep is how many chains (a base and the deltas saved on it) per task
+	// Save keeps (default state.DefaultKeep; negative is refused). Keep at
+	// least 2 so that a corrupt base still leaves a chain to fall back to.
 	Keep int
-	// OnCorrupt, if set, is called by Latest for each record or group of
+	// OnCorrupt, if set, is called by Chain for each record or group of
 	// records it skips: where names them ("topic/partition@first-last"), err
-	// wraps state.ErrCorrupt or is a *state.VersionError. It runs on the
-	// goroutine calling Latest while the task is locked: it must not call
-	// the store for the same task.
+	// wraps state.ErrCorrupt or is a *state.VersionError. A delta whose
+	// parent is missing is reported as well; the deltas built on a reported
+	// snapshot are skipped without a report of their own. It runs on the
+	// goroutine calling Chain while the task is locked, newest records
+	// first: it must not call the store for the same task.
 	OnCorrupt func(where string, err error)
 	// ChunkBytes is the largest value of one record (default
 	// DefaultChunkBytes). Larger values need a matching max.message.bytes on
@@ -75,43 +80,65 @@ type CheckpointStoreConfig struct {
 // rescheduled) the new owner restores task p from where the old one left it,
 // which a local state.Dir cannot offer.
 //
+// # Chains
+//
+// A snapshot is either a base (Parent 0: complete in itself) or a delta on
+// the snapshot whose Seq is its Parent. A task restores from a chain: a base
+// followed by the deltas saved on it, each delta's Parent being the Seq of
+// the element before it. Save appends to the task's chain (a delta must
+// build on the task's latest snapshot) or starts a new one (a base); Chain
+// returns the newest chain that can be restored in full.
+//
 // # Record layout
 //
 // Save encodes a snapshot with state.Encode (which ends in a CRC-32C of the
-// rest) and splits the bytes into chunks of at most ChunkBytes. Chunk i of n
-// is one record on partition Task, produced in order, with no key, the chunk
-// as value, and the headers task, seq, chunk (i), chunks (n) and length (of
-// the whole encoding), all decimal. A snapshot is complete when its n chunks
-// sit at n consecutive offsets with indexes 0 .. n-1 and the same task, seq,
-// chunks and length headers; it is only there once its last chunk is.
+// rest, and carries Parent) and splits the bytes into chunks of at most
+// ChunkBytes. Chunk i of n is one record on partition Task, produced in
+// order, with no key, the chunk as value, and the headers task, seq, parent,
+// chunk (i), chunks (n) and length (of the whole encoding), all decimal. A
+// snapshot is complete when its n chunks sit at n consecutive offsets with
+// indexes 0 .. n-1 and the same task, seq, parent, chunks and length
+// headers; it is only there once its last chunk is. Chunks written before
+// deltas existed have no parent header: they are read as bases.
 //
 // Save waits for every chunk to be acknowledged by all in-sync replicas (the
 // producer is idempotent, so a retried chunk is neither doubled nor
 // reordered). A Save interrupted by a crash or an error leaves a torn run of
-// chunks without its last one, which Latest skips.
+// chunks without its last one, which Chain skips.
 //
-// # Finding the tail
+// # Finding the chain
 //
-// Latest lists the partition's start and end offsets and reads backwards from
+// Chain lists the partition's start and end offsets and reads backwards from
 // the end, never from the start: it reads the last record, whose chunk
 // header says how many records before it belong to the same snapshot, then
 // exactly those, then the record before them, guessing that the previous
-// snapshot has as many chunks as the one just read. The first snapshot that
-// is complete, decodes with state.Decode (CRC included) and holds the task
-// and seq of its headers is returned; every torn run, foreign record or
-// corrupt snapshot after it is reported to OnCorrupt and skipped.
+// snapshot has as many chunks as the one just read. A snapshot verifies
+// when it is complete, decodes with state.Decode (CRC included) and holds
+// the task, seq and parent of its headers. The parent of a delta is the
+// nearest complete snapshot further back whose seq is the delta's Parent
+// (a torn run is a failed save, never a parent). Chain returns the newest
+// snapshot that verifies and whose ancestors all verify, with those
+// ancestors, base first; it reads each record at most once, and stops at
+// that base. So a torn or corrupt newest delta falls back to the chain ending at
+// its parent, a corrupt delta in the middle of a chain to the part of the
+// chain before it, and a corrupt (or deleted) base to an older chain. Every
+// torn run, foreign record and corrupt snapshot met on the way, and every
+// delta whose parent is missing, is reported to OnCorrupt and skipped, and
+// so are (without a report) the deltas built on them.
 //
 // # Trimming
 //
 // After a successful Save, the store deletes (kadm DeleteRecords) the
-// records before the first chunk of the Keep-th newest snapshot it knows of:
-// the ones it saved itself and the one Latest returned. A process that has
-// just restored a task therefore keeps a few more than Keep snapshots until
-// it has saved Keep-1 of its own. The topic is created with
-// cleanup.policy=delete and no time or size retention, so that only these
-// deletions remove snapshots (an idle task keeps its checkpoint forever).
-// A failed deletion is returned as a *state.PruneError: the snapshot counts
-// as saved, and the next Save deletes up to a newer offset anyway.
+// records before the first chunk of the Keep-th newest base it knows of:
+// the ones it saved itself and the base of the chain Chain returned. Every
+// record of the newest Keep chains, and whatever lies between them, is kept;
+// a chain is never cut in the middle. A process that has just restored a
+// task therefore keeps a few more than Keep chains until it has saved Keep-1
+// bases of its own. The topic is created with cleanup.policy=delete and no
+// time or size retention, so that only these deletions remove snapshots (an
+// idle task keeps its checkpoint forever). A failed deletion is returned as
+// a *state.PruneError: the snapshot counts as saved, and the next Save tries
+// the deletion again.
 //
 // # Fencing
 //
@@ -122,19 +149,21 @@ type CheckpointStoreConfig struct {
 // network partition) can still produce chunks. Its chunks and the new
 // owner's may interleave, which makes both snapshots torn (Save detects that
 // its chunks are not consecutive and fails), or it may append a complete
-// snapshot that is older in content but newer on the log, which Latest would
+// snapshot that is older in content but newer on the log, which Chain would
 // return. Deployments that cannot rule out zombies need a fence in front of
 // Save, for example a transactional producer per task.
 //
-// # Concurrency
+// # Concurrency and sequence rules
 //
 // A CheckpointStore is safe for concurrent use: calls for different tasks
-// run in parallel on one shared producer client (each Latest reads through
+// run in parallel on one shared producer client (each Chain reads through
 // a consumer client of its own); calls for the same task are serialised by a
-// per-task lock. Seq must exceed the task's latest Seq: the one this store
-// last saved or returned from Latest, or, before either, the seq header of
-// the last chunk on the partition; otherwise Save fails with
-// state.ErrStaleSeq.
+// per-task lock. The task's latest Seq is the one this store last saved or
+// the last element of the chain Chain last returned, or, before either, the
+// seq header of the last chunk on the partition (torn or not). A Save's Seq
+// must exceed it (state.ErrStaleSeq otherwise), and a delta's Parent must
+// equal it (state.ErrBrokenChain otherwise; after Chain found nothing to
+// restore, only a base can be saved).
 type CheckpointStore struct {
 	brokers []string
 	topic   string
@@ -154,11 +183,12 @@ var _ state.Backend = (*CheckpointStore)(nil)
 // about its snapshots.
 type ckptTask struct {
 	mu    sync.Mutex
-	known bool   // has and seq were set by a Save or Latest of this store
-	has   bool   // the task has a snapshot
-	seq   uint64 // its Seq, if has
-	// starts holds the first offsets of the newest complete snapshots this
-	// store knows of, oldest first (at most Keep after a prune).
+	known bool   // has and seq were set by a Save or Chain of this store
+	has   bool   // the task has a snapshot to build on
+	seq   uint64 // the task's latest Seq, if has
+	// starts holds the first offsets of the newest bases this store knows
+	// of (the chains' first records), oldest first: at most Keep after a
+	// successful prune.
 	starts []int64
 }
 
@@ -166,7 +196,7 @@ type ckptTask struct {
 // missing with partitions partitions (the task count), cleanup.policy=delete
 // and unlimited retention. An existing topic is used as it is; a compacted
 // one is refused. If it has fewer partitions than a task needs, Save and
-// Latest fail for that task with an error saying so. Close releases the
+// Chain fail for that task with an error saying so. Close releases the
 // store's client.
 func NewCheckpointStore(ctx context.Context, brokers []string, topic string, partitions int32, cfg CheckpointStoreConfig) (*CheckpointStore, error) {
 	if topic == "" {
@@ -334,9 +364,15 @@ func (c *CheckpointStore) task(task int32) *ckptTask {
 
 // Save produces s as the task's newest snapshot and waits until every chunk
 // is acknowledged; then it deletes the records before the newest Keep
-// snapshots it knows of. s.Seq must be above the task's latest Seq
-// (state.ErrStaleSeq otherwise). A *state.PruneError means s was saved. On
-// any other error s may have left a torn run of chunks, which Latest skips.
+// chains it knows of. A base (s.Parent 0) starts a new chain; a delta
+// extends the task's chain. s.Seq must be above the task's latest Seq
+// (state.ErrStaleSeq otherwise), and the Parent of a delta must equal that
+// latest Seq: the one this store last saved or last returned at the end of
+// a chain from Chain, or, before either, the seq header of the partition's
+// last chunk (an error wrapping state.ErrBrokenChain otherwise, also when
+// the task has no snapshot to build on). A refused Save writes nothing. A
+// *state.PruneError means s was saved. On any other error s may have left a
+// torn run of chunks, which Chain skips; the latest Seq is then unchanged.
 // Save does not keep s.
 func (c *CheckpointStore) Save(ctx context.Context, s *state.Snapshot) error {
 	if s == nil {
@@ -365,6 +401,13 @@ func (c *CheckpointStore) Save(ctx context.Context, s *state.Snapshot) error {
 	if t.has && s.Seq <= t.seq {
 		return fail(fmt.Errorf("%w (latest is %d)", state.ErrStaleSeq, t.seq))
 	}
+	if s.Parent != 0 && !t.has {
+		return fail(fmt.Errorf("%w: a delta on seq %d, but the task has no snapshot to build on: save a base",
+			state.ErrBrokenChain, s.Parent))
+	}
+	if s.Parent != 0 && s.Parent != t.seq {
+		return fail(fmt.Errorf("%w: a delta on seq %d, but the latest is %d", state.ErrBrokenChain, s.Parent, t.seq))
+	}
 	recs := ckptRecords(c.topic, s, c.cfg.ChunkBytes)
 	res := c.cl.ProduceSync(ctx, recs...)
 	if err := res.FirstErr(); err != nil {
@@ -376,7 +419,9 @@ func (c *CheckpointStore) Save(ctx context.Context, s *state.Snapshot) error {
 			"is another process saving task %d?", len(recs), first, last, s.Task))
 	}
 	t.has, t.seq = true, s.Seq
-	t.starts = append(t.starts, first)
+	if s.Parent == 0 {
+		t.starts = append(t.starts, first)
+	}
 	return c.prune(ctx, s.Task, t)
 }
 
@@ -387,6 +432,7 @@ func ckptRecords(topic string, s *state.Snapshot, chunkBytes int) []*kgo.Record 
 	n := max(1, (len(b)+chunkBytes-1)/chunkBytes)
 	task := strconv.FormatInt(int64(s.Task), 10)
 	seq := strconv.FormatUint(s.Seq, 10)
+	parent := strconv.FormatUint(s.Parent, 10)
 	chunks := strconv.Itoa(n)
 	length := strconv.Itoa(len(b))
 	recs := make([]*kgo.Record, n)
@@ -399,6 +445,7 @@ func ckptRecords(topic string, s *state.Snapshot, chunkBytes int) []*kgo.Record 
 			Headers: []kgo.RecordHeader{
 				{Key: ckptHdrTask, Value: []byte(task)},
 				{Key: ckptHdrSeq, Value: []byte(seq)},
+				{Key: ckptHdrParent, Value: []byte(parent)},
 				{Key: ckptHdrChunk, Value: []byte(strconv.Itoa(i))},
 				{Key: ckptHdrChunks, Value: []byte(chunks)},
 				{Key: ckptHdrLength, Value: []byte(length)},
@@ -409,13 +456,13 @@ func ckptRecords(topic string, s *state.Snapshot, chunkBytes int) []*kgo.Record 
 }
 
 // prune deletes the task's records before the first chunk of the Keep-th
-// newest snapshot in t.starts.
+// newest base in t.starts. Only a successful deletion drops the older bases
+// from t.starts, so that the next Save, base or delta, tries again.
 func (c *CheckpointStore) prune(ctx context.Context, task int32, t *ckptTask) error {
 	if len(t.starts) <= c.cfg.Keep {
 		return nil
 	}
 	cut := t.starts[len(t.starts)-c.cfg.Keep]
-	t.starts = append(t.starts[:0], t.starts[len(t.starts)-c.cfg.Keep:]...)
 	var os kadm.Offsets
 	os.Add(kadm.Offset{Topic: c.topic, Partition: task, At: cut, LeaderEpoch: -1})
 	resps, err := c.adm.DeleteRecords(ctx, os)
@@ -431,20 +478,30 @@ func (c *CheckpointStore) prune(ctx context.Context, task int32, t *ckptTask) er
 	if err != nil {
 		return &state.PruneError{File: fmt.Sprintf("%s/%d before offset %d", c.topic, task, cut), Err: err}
 	}
+	t.starts = append(t.starts[:0], t.starts[len(t.starts)-c.cfg.Keep:]...)
 	return nil
 }
 
-// Latest returns the task's newest complete snapshot that decodes and
-// verifies and whose task and seq match its headers, reading the partition
-// backwards from its end. Each newer run of records that does not qualify
-// (a torn save, a corrupt chunk, a record that is no chunk) is reported to
-// OnCorrupt and skipped. It returns state.ErrNoSnapshot if the partition
-// holds no complete snapshot, an error wrapping state.ErrCorrupt if it
-// holds some but none verifies. The sections of the returned snapshot are
-// the caller's.
-func (c *CheckpointStore) Latest(ctx context.Context, task int32) (*state.Snapshot, error) {
+// Chain returns the task's newest restorable chain, base first: the newest
+// snapshot that verifies (complete, decodes and verifies, and holds the
+// task, seq and parent of its headers) and whose ancestors all verify, each
+// found further back on the partition as the nearest complete snapshot whose
+// Seq is the Parent of the one after it, down to a base. It reads the
+// partition backwards from its end, each record once, and stops at the
+// chain's base. Each run of records it skips on the way (a torn save, a
+// corrupt chunk or snapshot, a record that is no chunk, a delta whose
+// parent is missing) is reported to OnCorrupt; the deltas built on one are
+// skipped without a report of their own. So a torn or corrupt newest
+// delta yields the chain ending at its parent, a corrupt delta in the middle
+// the chain before it, and a corrupt base an older chain.
+//
+// It returns state.ErrNoSnapshot if the partition holds no complete
+// snapshot, an error wrapping state.ErrCorrupt if it holds some but none
+// makes a restorable chain; the task may then save a base with any Seq. The
+// snapshots and their sections are the caller's.
+func (c *CheckpointStore) Chain(ctx context.Context, task int32) ([]*state.Snapshot, error) {
 	fail := func(err error) error {
-		return fmt.Errorf("checkpoint store %s: latest of task %d: %w", c.topic, task, err)
+		return fmt.Errorf("checkpoint store %s: chain of task %d: %w", c.topic, task, err)
 	}
 	if err := c.checkTask(ctx, task); err != nil {
 		return nil, fail(err)
@@ -458,19 +515,46 @@ func (c *CheckpointStore) Latest(ctx context.Context, task int32) (*state.Snapsh
 		return nil, fail(err)
 	}
 	defer tr.close()
+	where := func(first, last int64) string {
+		w := fmt.Sprintf("%s/%d@%d", c.topic, task, first)
+		if last != first {
+			w += "-" + strconv.FormatInt(last, 10)
+		}
+		return w
+	}
+	// The reports are made on return, newest records first: that a delta's
+	// parent is missing is only known once the partition is read to its
+	// start.
+	var reports []ckptReport
 	report := func(first, last int64, err error) {
+		reports = append(reports, ckptReport{first, last, err})
+	}
+	defer func() {
 		if c.cfg.OnCorrupt == nil {
 			return
 		}
-		where := fmt.Sprintf("%s/%d@%d", c.topic, task, first)
-		if last != first {
-			where += "-" + strconv.FormatInt(last, 10)
+		slices.SortStableFunc(reports, func(a, b ckptReport) int { return cmp.Compare(b.first, a.first) })
+		for _, r := range reports {
+			c.cfg.OnCorrupt(where(r.first, r.last), r.err)
 		}
-		c.cfg.OnCorrupt(where, err)
+	}()
+	var nodes []*ckptNode                   // the snapshots that verify, newest first
+	waiting := make(map[uint64][]*ckptNode) // deltas by the Seq of the parent they wait for
+	head := 0                               // nodes[:head] have broken chains
+	// winner returns the chain of the newest node whose chain is not
+	// known to be broken, once that chain is whole.
+	winner := func() []*ckptNode {
+		for ; head < len(nodes); head++ {
+			if chain, broken := nodes[head].resolve(); !broken {
+				return chain // nil while an ancestor is still looked for
+			}
+		}
+		return nil
 	}
+	var chain []*ckptNode
 	guess := int64(1) // records to read at once when nothing says how many
-	complete := 0     // complete snapshots found that did not verify
-	for pos := tr.hi - 1; pos >= tr.lo; {
+	complete := 0     // complete snapshots found
+	for pos := tr.hi - 1; pos >= tr.lo && chain == nil; {
 		if err := ctx.Err(); err != nil {
 			return nil, fail(err)
 		}
@@ -503,39 +587,107 @@ func (c *CheckpointStore) Latest(ctx context.Context, task int32) (*state.Snapsh
 				break
 			}
 			ph, err := parseCkptChunk(p)
-			if err != nil || ph.task != h.task || ph.seq != h.seq || ph.chunks != h.chunks || ph.length != h.length ||
-				ph.chunk != h.chunk-int(pos-start+1) {
+			if err != nil || ph.task != h.task || ph.seq != h.seq || ph.parent != h.parent || ph.chunks != h.chunks ||
+				ph.length != h.length || ph.chunk != h.chunk-int(pos-start+1) {
 				break
 			}
 			start--
 		}
 		first := h.chunk - int(pos-start) // index of the chunk at start
-		switch {
-		case first != 0 || h.chunk != h.chunks-1:
+		if first != 0 || h.chunk != h.chunks-1 {
+			// A failed save: no delta builds on it.
 			report(start, pos, fmt.Errorf("%w: incomplete snapshot seq %d: chunks %d-%d of %d "+
 				"(a save interrupted before its last chunk, or chunks missing)", state.ErrCorrupt, h.seq, first, h.chunk, h.chunks))
-		default:
+		} else {
 			complete++
+			// This is the parent of the deltas waiting for its seq, whether
+			// it verifies or not. If it does not, their chains break here,
+			// and only this run is reported.
+			waiters := waiting[h.seq]
+			delete(waiting, h.seq)
 			s, err := tr.assemble(start, pos, h)
 			if err != nil {
 				report(start, pos, err)
-				break
+				for _, w := range waiters {
+					w.broken = true
+				}
+			} else {
+				n := &ckptNode{s: s, first: start, last: pos}
+				for _, w := range waiters {
+					w.parent = n
+				}
+				if s.Parent != 0 {
+					waiting[s.Parent] = append(waiting[s.Parent], n)
+				}
+				nodes = append(nodes, n)
+				chain = winner()
 			}
-			t.known, t.has, t.seq = true, true, s.Seq
-			t.starts = append(t.starts[:0], start)
-			return s, nil
 		}
 		tr.forget(start)
 		pos = start - 1
 		guess = min(int64(h.chunks), 256) // the previous snapshot is likely as large
 	}
-	// Whatever is on the partition cannot be restored, so a fresh start may
-	// save from any Seq.
-	t.known, t.has, t.starts = true, false, t.starts[:0]
-	if complete > 0 {
-		return nil, fail(fmt.Errorf("none of %d complete snapshots verifies: %w", complete, state.ErrCorrupt))
+	if chain == nil {
+		// The whole partition was read: the parents still looked for are
+		// not on it, and the chains break at the deltas that need them.
+		for seq, ws := range waiting {
+			for _, w := range ws {
+				w.broken = true
+				report(w.first, w.last, fmt.Errorf("%w: parent seq %d of snapshot seq %d is missing "+
+					"(no complete snapshot of that seq before it on the partition)", state.ErrCorrupt, seq, w.s.Seq))
+			}
+		}
+		chain = winner()
 	}
-	return nil, state.ErrNoSnapshot
+	if chain == nil {
+		// Whatever is on the partition cannot be restored, so a fresh start
+		// may save a base with any Seq.
+		t.known, t.has, t.starts = true, false, t.starts[:0]
+		if complete > 0 {
+			return nil, fail(fmt.Errorf("none of %d complete snapshots is in a chain that verifies: %w", complete, state.ErrCorrupt))
+		}
+		return nil, state.ErrNoSnapshot
+	}
+	snaps := make([]*state.Snapshot, len(chain))
+	for i, n := range chain {
+		snaps[i] = n.s
+	}
+	t.known, t.has, t.seq = true, true, snaps[len(snaps)-1].Seq
+	t.starts = append(t.starts[:0], chain[0].first)
+	return snaps, nil
+}
+
+// ckptReport is a run of records that Chain skips.
+type ckptReport struct {
+	first, last int64
+	err         error
+}
+
+// ckptNode is a snapshot that verifies, met by Chain's backward walk, with
+// what the walk has learned of its ancestors.
+type ckptNode struct {
+	s           *state.Snapshot
+	first, last int64     // the offsets of its records
+	parent      *ckptNode // of a delta, once found
+	broken      bool      // of a delta: its parent does not verify or is missing
+}
+
+// resolve returns n's chain, base first, if n and its ancestors all verify;
+// broken if one of them has a parent that does not verify or is missing;
+// neither while an ancestor is still looked for.
+func (n *ckptNode) resolve() (chain []*ckptNode, broken bool) {
+	for m := n; ; m = m.parent {
+		chain = append(chain, m)
+		switch {
+		case m.s.Parent == 0:
+			slices.Reverse(chain)
+			return chain, false
+		case m.broken:
+			return nil, true
+		case m.parent == nil:
+			return nil, false
+		}
+	}
 }
 
 // lastSeq returns the seq header of the task's last chunk on the partition,
@@ -564,54 +716,78 @@ func (c *CheckpointStore) lastSeq(ctx context.Context, task int32) (uint64, bool
 
 type ckptChunkHeader struct {
 	task          int32
-	seq           uint64
+	seq, parent   uint64
 	chunk, chunks int
 	length        int64
 }
 
 // parseCkptChunk reads the headers of a chunk record; an error wraps
-// state.ErrCorrupt.
+// state.ErrCorrupt. A chunk written before deltas existed has no parent
+// header: it reads as parent 0, a base.
 func parseCkptChunk(r *kgo.Record) (ckptChunkHeader, error) {
+	const (
+		seenTask = 1 << iota
+		seenSeq
+		seenChunk
+		seenChunks
+		seenLength
+		seenParent
+		seenRequired = seenTask | seenSeq | seenChunk | seenChunks | seenLength
+	)
 	var h ckptChunkHeader
 	var seen int
 	var err error
+	bad := func(key string, v []byte) {
+		if err == nil {
+			err = fmt.Errorf("%w: header %s=%q", state.ErrCorrupt, key, v)
+		}
+	}
 	num := func(key string, v []byte, lo, hi int64) int64 {
 		n, perr := strconv.ParseInt(string(v), 10, 64)
 		if perr != nil || n < lo || n > hi {
-			if err == nil {
-				err = fmt.Errorf("%w: header %s=%q", state.ErrCorrupt, key, v)
-			}
+			bad(key, v)
+		}
+		return n
+	}
+	unum := func(key string, v []byte) uint64 {
+		n, perr := strconv.ParseUint(string(v), 10, 64)
+		if perr != nil {
+			bad(key, v)
 		}
 		return n
 	}
 	for _, kv := range r.Headers {
+		var bit int
 		switch kv.Key {
 		case ckptHdrTask:
-			h.task = int32(num(kv.Key, kv.Value, 0, 1<<31-1))
+			bit, h.task = seenTask, int32(num(kv.Key, kv.Value, 0, 1<<31-1))
 		case ckptHdrSeq:
-			n, perr := strconv.ParseUint(string(kv.Value), 10, 64)
-			if perr != nil && err == nil {
-				err = fmt.Errorf("%w: header %s=%q", state.ErrCorrupt, kv.Key, kv.Value)
-			}
-			h.seq = n
+			bit, h.seq = seenSeq, unum(kv.Key, kv.Value)
+		case ckptHdrParent:
+			bit, h.parent = seenParent, unum(kv.Key, kv.Value)
 		case ckptHdrChunk:
-			h.chunk = int(num(kv.Key, kv.Value, 0, ckptMaxChunks-1))
+			bit, h.chunk = seenChunk, int(num(kv.Key, kv.Value, 0, ckptMaxChunks-1))
 		case ckptHdrChunks:
-			h.chunks = int(num(kv.Key, kv.Value, 1, ckptMaxChunks))
+			bit, h.chunks = seenChunks, int(num(kv.Key, kv.Value, 1, ckptMaxChunks))
 		case ckptHdrLength:
-			h.length = num(kv.Key, kv.Value, 0, 1<<62)
+			bit, h.length = seenLength, num(kv.Key, kv.Value, 0, 1<<62)
 		default:
 			continue
 		}
-		seen++
+		if seen&bit != 0 && err == nil {
+			err = fmt.Errorf("%w: header %s repeated", state.ErrCorrupt, kv.Key)
+		}
+		seen |= bit
 	}
 	switch {
 	case err != nil:
 		return h, err
-	case seen != 5:
+	case seen&seenRequired != seenRequired:
 		return h, fmt.Errorf("%w: not a checkpoint chunk (headers task, seq, chunk, chunks, length expected once each)", state.ErrCorrupt)
 	case h.chunk >= h.chunks:
 		return h, fmt.Errorf("%w: chunk %d of %d", state.ErrCorrupt, h.chunk, h.chunks)
+	case h.parent != 0 && h.parent >= h.seq:
+		return h, fmt.Errorf("%w: seq %d on parent %d: a parent comes before", state.ErrCorrupt, h.seq, h.parent)
 	}
 	return h, nil
 }
@@ -717,7 +893,7 @@ func (r *ckptTail) forget(off int64) {
 }
 
 // assemble joins the chunks at first..last, which share the header h, and
-// decodes them.
+// decodes them; the snapshot must hold the task, seq and parent of h.
 func (r *ckptTail) assemble(first, last int64, h ckptChunkHeader) (*state.Snapshot, error) {
 	var n int64
 	for o := first; o <= last; o++ {
@@ -734,8 +910,9 @@ func (r *ckptTail) assemble(first, last int64, h ckptChunkHeader) (*state.Snapsh
 	if err != nil {
 		return nil, fmt.Errorf("snapshot seq %d: %w", h.seq, err)
 	}
-	if s.Task != h.task || s.Seq != h.seq {
-		return nil, fmt.Errorf("%w: records of task %d seq %d hold task %d seq %d", state.ErrCorrupt, h.task, h.seq, s.Task, s.Seq)
+	if s.Task != h.task || s.Seq != h.seq || s.Parent != h.parent {
+		return nil, fmt.Errorf("%w: records of task %d seq %d parent %d hold task %d seq %d parent %d",
+			state.ErrCorrupt, h.task, h.seq, h.parent, s.Task, s.Seq, s.Parent)
 	}
 	return s, nil
 }

@@ -85,14 +85,28 @@ func (c *ckptCorruptions) take() ([]string, []error) {
 	return w, e
 }
 
-func ckptWantLatest(t *testing.T, c *CheckpointStore, want *state.Snapshot) {
+// ckptWantChain checks that Chain of want[0].Task returns want, base first.
+func ckptWantChain(t *testing.T, c *CheckpointStore, want ...*state.Snapshot) {
 	t.Helper()
-	got, err := c.Latest(ckptCtx(t), want.Task)
+	task := want[0].Task
+	got, err := c.Chain(ckptCtx(t), task)
 	if err != nil {
-		t.Fatalf("Latest(%d): %v", want.Task, err)
+		t.Fatalf("Chain(%d): %v", task, err)
 	}
-	if g, w := state.Encode(got), state.Encode(want); !bytes.Equal(g, w) {
-		t.Fatalf("Latest(%d) = seq %d (%d bytes), want seq %d (%d bytes), or bytes differ", want.Task, got.Seq, len(g), want.Seq, len(w))
+	seqs := func(ss []*state.Snapshot) (q []string) {
+		for _, s := range ss {
+			q = append(q, fmt.Sprintf("%d/%d", s.Seq, s.Parent))
+		}
+		return q
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Chain(%d) = seq/parent %v, want %v", task, seqs(got), seqs(want))
+	}
+	for i := range want {
+		if g, w := state.Encode(got[i]), state.Encode(want[i]); !bytes.Equal(g, w) {
+			t.Fatalf("Chain(%d) = seq/parent %v, want %v; element %d: %d bytes, want %d, or bytes differ",
+				task, seqs(got), seqs(want), i, len(g), len(w))
+		}
 	}
 }
 
@@ -187,7 +201,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	}
 
 	for task := range int32(3) {
-		ckptWantLatest(t, c, ckptSnap(task, saves, size(task, saves)))
+		ckptWantChain(t, c, ckptSnap(task, saves, size(task, saves)))
 		// The partition holds exactly the chunks of the task's snapshots.
 		var n int64
 		for seq := uint64(1); seq <= saves; seq++ {
@@ -201,15 +215,15 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		t.Fatalf("test bug: the largest snapshot is %d bytes, not more than 3 chunks", n)
 	}
 
-	if _, err := c.Latest(ctx, 3); !errors.Is(err, state.ErrNoSnapshot) {
-		t.Errorf("Latest of a task never saved: %v, want ErrNoSnapshot", err)
+	if _, err := c.Chain(ctx, 3); !errors.Is(err, state.ErrNoSnapshot) {
+		t.Errorf("Chain of a task never saved: %v, want ErrNoSnapshot", err)
 	}
 	for _, seq := range []uint64{saves, 2} {
 		if err := c.Save(ctx, ckptSnap(0, seq, 10)); !errors.Is(err, state.ErrStaleSeq) {
 			t.Errorf("Save seq %d after seq %d: %v, want ErrStaleSeq", seq, saves, err)
 		}
 	}
-	ckptWantLatest(t, c, ckptSnap(0, saves, size(0, saves)))
+	ckptWantChain(t, c, ckptSnap(0, saves, size(0, saves)))
 
 	// A store that has neither saved nor restored task 0 takes its floor
 	// from the partition.
@@ -220,15 +234,15 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	if err := c2.Save(ctx, ckptSnap(0, saves+1, 10)); err != nil {
 		t.Fatal(err)
 	}
-	ckptWantLatest(t, c, ckptSnap(0, saves+1, 10))
+	ckptWantChain(t, c, ckptSnap(0, saves+1, 10))
 
 	// Task 4 has no partition.
 	err := c.Save(ctx, ckptSnap(4, 1, 10))
 	if err == nil || !strings.Contains(err.Error(), "has 4 partitions") {
 		t.Errorf("Save of task 4 on 4 partitions: %v, want an error about the partition count", err)
 	}
-	if _, err := c.Latest(ctx, 4); err == nil || errors.Is(err, state.ErrNoSnapshot) {
-		t.Errorf("Latest of task 4 on 4 partitions: %v, want an error about the partition count", err)
+	if _, err := c.Chain(ctx, 4); err == nil || errors.Is(err, state.ErrNoSnapshot) {
+		t.Errorf("Chain of task 4 on 4 partitions: %v, want an error about the partition count", err)
 	}
 }
 
@@ -244,7 +258,7 @@ func TestCheckpointDefaultChunks(t *testing.T) {
 	if lo, hi := ckptBounds(t, c, 0); hi-lo != 4 {
 		t.Errorf("%d records, want 4 chunks", hi-lo)
 	}
-	ckptWantLatest(t, c, s)
+	ckptWantChain(t, c, s)
 }
 
 func TestCheckpointTornTail(t *testing.T) {
@@ -281,7 +295,7 @@ func TestCheckpointTornTail(t *testing.T) {
 	}
 	_, end := ckptBounds(t, c, 0)
 	ckptProduceRaw(t, brokers, recs[:2]...)
-	ckptWantLatest(t, c, ckptSnap(0, 2, 1700))
+	ckptWantChain(t, c, ckptSnap(0, 2, 1700))
 	expectSkips(1, "incomplete snapshot seq 3: chunks 0-1 of 4")
 	if where := fmt.Sprintf("%s/0@%d-%d", topic, end, end+1); !slices.Contains(ckptReportedWhere(t, c), where) {
 		t.Errorf("the torn run is not reported at %s", where)
@@ -291,7 +305,7 @@ func TestCheckpointTornTail(t *testing.T) {
 	if err := c.Save(ctx, ckptSnap(0, 3, 1700)); err != nil {
 		t.Fatal(err)
 	}
-	ckptWantLatest(t, c, ckptSnap(0, 3, 1700))
+	ckptWantChain(t, c, ckptSnap(0, 3, 1700))
 	expectSkips(0, "")
 
 	// A complete seq 4 with a flipped byte in its second chunk.
@@ -299,49 +313,49 @@ func TestCheckpointTornTail(t *testing.T) {
 	recs[1].Value = bytes.Clone(recs[1].Value)
 	recs[1].Value[17] ^= 0x40
 	ckptProduceRaw(t, brokers, recs...)
-	ckptWantLatest(t, c, ckptSnap(0, 3, 1700))
+	ckptWantChain(t, c, ckptSnap(0, 3, 1700))
 	expectSkips(1, "checksum mismatch")
 
 	// A chunk missing in the middle: chunks 0, 1 and 3 of seq 5.
 	recs = ckptRecords(topic, ckptSnap(0, 5, 1700), chunk)
 	ckptProduceRaw(t, brokers, recs[0], recs[1], recs[3])
-	ckptWantLatest(t, c, ckptSnap(0, 3, 1700))
+	ckptWantChain(t, c, ckptSnap(0, 3, 1700))
 	expectSkips(3, "incomplete snapshot seq 5: chunks 3-3 of 4") // and 0-1, and seq 4
 
 	// A record that is no chunk at all.
 	ckptProduceRaw(t, brokers, &kgo.Record{Topic: topic, Partition: 0, Value: []byte("hello")})
-	ckptWantLatest(t, c, ckptSnap(0, 3, 1700))
+	ckptWantChain(t, c, ckptSnap(0, 3, 1700))
 	expectSkips(4, "not a checkpoint chunk") // and the three runs before it
 
 	// A partition with nothing but a torn run has no snapshot; one whose
 	// only complete snapshot is corrupt has no readable snapshot.
 	recs = ckptRecords(topic, ckptSnap(1, 1, 1700), chunk)
 	ckptProduceRaw(t, brokers, recs[:3]...)
-	if _, err := c.Latest(ctx, 1); !errors.Is(err, state.ErrNoSnapshot) {
-		t.Errorf("Latest of a task with a torn run only: %v, want ErrNoSnapshot", err)
+	if _, err := c.Chain(ctx, 1); !errors.Is(err, state.ErrNoSnapshot) {
+		t.Errorf("Chain of a task with a torn run only: %v, want ErrNoSnapshot", err)
 	}
 	expectSkips(1, "incomplete")
 	recs = ckptRecords(topic, ckptSnap(2, 1, 1700), chunk)
 	recs[3].Value = bytes.Clone(recs[3].Value[:len(recs[3].Value)-1])
 	ckptProduceRaw(t, brokers, recs...)
-	if _, err := c.Latest(ctx, 2); !errors.Is(err, state.ErrCorrupt) || errors.Is(err, state.ErrNoSnapshot) {
-		t.Errorf("Latest of a task with a corrupt snapshot only: %v, want ErrCorrupt", err)
+	if _, err := c.Chain(ctx, 2); !errors.Is(err, state.ErrCorrupt) || errors.Is(err, state.ErrNoSnapshot) {
+		t.Errorf("Chain of a task with a corrupt snapshot only: %v, want ErrCorrupt", err)
 	}
 	expectSkips(1, "bytes, the header says")
 	// After that the task may start over from any Seq.
 	if err := c.Save(ctx, ckptSnap(2, 1, 100)); err != nil {
 		t.Fatal(err)
 	}
-	ckptWantLatest(t, c, ckptSnap(2, 1, 100))
+	ckptWantChain(t, c, ckptSnap(2, 1, 100))
 }
 
-// ckptReportedWhere runs Latest of task 0 with a fresh store on c's topic and
+// ckptReportedWhere runs Chain of task 0 with a fresh store on c's topic and
 // returns where it skipped records.
 func ckptReportedWhere(t *testing.T, c *CheckpointStore) []string {
 	t.Helper()
 	var bad ckptCorruptions
 	c2 := newCkptStore(t, c.brokers, c.topic, 1, CheckpointStoreConfig{OnCorrupt: bad.record})
-	if _, err := c2.Latest(ckptCtx(t), 0); err != nil {
+	if _, err := c2.Chain(ckptCtx(t), 0); err != nil {
 		t.Fatal(err)
 	}
 	where, _ := bad.take()
@@ -368,12 +382,12 @@ func TestCheckpointKeep(t *testing.T) {
 	if lo, _ := ckptBounds(t, c, 0); lo != firsts[7] {
 		t.Errorf("the partition starts at %d, want %d (the first chunk of seq 8)", lo, firsts[7])
 	}
-	ckptWantLatest(t, c, ckptSnap(0, 10, size(10)))
+	ckptWantChain(t, c, ckptSnap(0, 10, size(10)))
 
-	// A restarted process restores seq 10 and keeps the older ones until
-	// it has saved Keep snapshots of its own.
+	// A restarted process restores seq 10 (a chain of one base) and keeps
+	// the older ones until it has saved Keep bases of its own.
 	c2 := newCkptStore(t, brokers, "ckpt.keep", 1, CheckpointStoreConfig{ChunkBytes: chunk, Keep: keep})
-	ckptWantLatest(t, c2, ckptSnap(0, 10, size(10)))
+	ckptWantChain(t, c2, ckptSnap(0, 10, size(10)))
 	for seq := uint64(11); seq <= 12; seq++ {
 		if err := c2.Save(ctx, ckptSnap(0, seq, size(seq))); err != nil {
 			t.Fatal(err)
@@ -405,7 +419,7 @@ func TestCheckpointKeep(t *testing.T) {
 	if !errors.As(err, &pe) || !errors.Is(err, kerr.PolicyViolation) {
 		t.Fatalf("Save with DeleteRecords failing: %v, want a *state.PruneError", err)
 	}
-	ckptWantLatest(t, c, ckptSnap(0, 13, size(13)))
+	ckptWantChain(t, c, ckptSnap(0, 13, size(13)))
 	if got, want := ckptSeqsOn(t, c2, 0), []uint64{8, 9, 10, 11, 12, 13}; !slices.Equal(got, want) {
 		t.Errorf("after a failed deletion the partition holds seqs %v, want %v", got, want)
 	}
@@ -416,7 +430,7 @@ func TestCheckpointKeep(t *testing.T) {
 	if got, want := ckptSeqsOn(t, c2, 0), []uint64{12, 13, 14}; !slices.Equal(got, want) {
 		t.Errorf("after the next save the partition holds seqs %v, want %v", got, want)
 	}
-	ckptWantLatest(t, c2, ckptSnap(0, 14, size(14)))
+	ckptWantChain(t, c2, ckptSnap(0, 14, size(14)))
 }
 
 func TestCheckpointTwoStores(t *testing.T) {
@@ -434,25 +448,25 @@ func TestCheckpointTwoStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Partition 0 moves from a to b.
-	ckptWantLatest(t, b, ckptSnap(0, 3, 1000))
-	ckptWantLatest(t, b, ckptSnap(1, 1, 50))
+	ckptWantChain(t, b, ckptSnap(0, 3, 1000))
+	ckptWantChain(t, b, ckptSnap(1, 1, 50))
 	if err := b.Save(ctx, ckptSnap(0, 4, 1500)); err != nil {
 		t.Fatal(err)
 	}
 	// And back.
-	ckptWantLatest(t, a, ckptSnap(0, 4, 1500))
+	ckptWantChain(t, a, ckptSnap(0, 4, 1500))
 	if err := a.Save(ctx, ckptSnap(0, 4, 10)); !errors.Is(err, state.ErrStaleSeq) {
 		t.Errorf("Save of seq 4 after restoring seq 4: %v, want ErrStaleSeq", err)
 	}
 	if err := a.Save(ctx, ckptSnap(0, 5, 10)); err != nil {
 		t.Fatal(err)
 	}
-	ckptWantLatest(t, b, ckptSnap(0, 5, 10))
+	ckptWantChain(t, b, ckptSnap(0, 5, 10))
 
 	// A store for more tasks than the topic has partitions works for the
 	// tasks that have one.
 	c := newCkptStore(t, brokers, topic, 5, CheckpointStoreConfig{})
-	ckptWantLatest(t, c, ckptSnap(1, 1, 50))
+	ckptWantChain(t, c, ckptSnap(1, 1, 50))
 	err := c.Save(ctx, ckptSnap(3, 1, 10))
 	if err == nil || !strings.Contains(err.Error(), "has 2 partitions") || !strings.Contains(err.Error(), "task 3") {
 		t.Errorf("Save of task 3 on a 2-partition topic: %v, want an error about the partition count", err)
@@ -498,9 +512,9 @@ func TestCheckpointStoreTopic(t *testing.T) {
 	}
 }
 
-// TestCheckpointLatestReadsTail checks that Latest reads the newest
+// TestCheckpointChainReadsTail checks that Chain reads the newest
 // snapshot's records, not the partition from its start.
-func TestCheckpointLatestReadsTail(t *testing.T) {
+func TestCheckpointChainReadsTail(t *testing.T) {
 	b, brokers := ckptBroker(t)
 	const chunk = 300
 	c := newCkptStore(t, brokers, "ckpt.tail", 1, CheckpointStoreConfig{ChunkBytes: chunk, Keep: 1000})
@@ -528,10 +542,10 @@ func TestCheckpointLatestReadsTail(t *testing.T) {
 		return nil, nil, false
 	})
 	c2 := newCkptStore(t, brokers, "ckpt.tail", 1, CheckpointStoreConfig{})
-	ckptWantLatest(t, c2, ckptSnap(0, 40, 100*(40%7)))
+	ckptWantChain(t, c2, ckptSnap(0, 40, 100*(40%7)))
 	mu.Lock()
 	defer mu.Unlock()
 	if lowest < last {
-		t.Errorf("Latest fetched from offset %d; the newest snapshot starts at %d", lowest, last)
+		t.Errorf("Chain fetched from offset %d; the newest snapshot starts at %d", lowest, last)
 	}
 }

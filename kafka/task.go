@@ -95,13 +95,14 @@ func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 		return nil, err
 	}
 	t.watermark.Store(stream.MinTime)
-	snap, err := s.ckpt.Latest(ctx, p)
+	chain, err := s.ckpt.Chain(ctx, p)
 	switch {
 	case errors.Is(err, state.ErrNoSnapshot):
 	case err != nil:
 		t.eng.Close()
 		return nil, err
 	default:
+		snap := chain[len(chain)-1] // TODO chain: restored by the engine
 		if err := t.restore(snap); err != nil {
 			t.eng.Close()
 			return nil, fmt.Errorf("restore checkpoint %d: %w", snap.Seq, err)

@@ -39,7 +39,33 @@ func BenchmarkSave(b *testing.B) {
 	}
 }
 
-func BenchmarkLatest(b *testing.B) {
+// BenchmarkSaveDelta saves small deltas on a big base, a new base every
+// 100 saves, so that pruning sees long chains.
+func BenchmarkSaveDelta(b *testing.B) {
+	d, err := OpenDir(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := bigSnapshot(1)
+	if err := d.Save(b.Context(), base); err != nil {
+		b.Fatal(err)
+	}
+	s := &Snapshot{Seq: 1, Offsets: base.Offsets, Sections: map[string][]byte{"history": bytes.Repeat([]byte("h"), 4<<10)}}
+	b.SetBytes(int64(len(Encode(s))))
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Parent, s.Seq = s.Seq, s.Seq+1
+		if s.Seq%100 == 0 {
+			s.Parent = 0
+		}
+		if err := d.Save(b.Context(), s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkChain restores a big base and 10 small deltas.
+func BenchmarkChain(b *testing.B) {
 	d, err := OpenDir(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
@@ -48,11 +74,23 @@ func BenchmarkLatest(b *testing.B) {
 	if err := d.Save(b.Context(), s); err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(int64(len(Encode(s))))
+	size := len(Encode(s))
+	for seq := uint64(2); seq <= 11; seq++ {
+		ds := &Snapshot{Seq: seq, Parent: seq - 1, Offsets: s.Offsets, Sections: map[string][]byte{"history": bytes.Repeat([]byte("h"), 4<<10)}}
+		if err := d.Save(b.Context(), ds); err != nil {
+			b.Fatal(err)
+		}
+		size += len(Encode(ds))
+	}
+	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := d.Latest(b.Context(), 0); err != nil {
+		c, err := d.Chain(b.Context(), 0)
+		if err != nil {
 			b.Fatal(err)
+		}
+		if len(c) != 11 {
+			b.Fatalf("chain of %d snapshots, want 11", len(c))
 		}
 	}
 }

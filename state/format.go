@@ -13,8 +13,12 @@ import (
 )
 
 // FormatVersion is the version of the checkpoint file format that Encode
-// writes and the only one Decode reads.
-const FormatVersion = 1
+// writes. Decode reads it and every older version down to
+// MinFormatVersion: version 1 has no parent field and decodes with Parent 0.
+const FormatVersion = 2
+
+// MinFormatVersion is the oldest file format version Decode reads.
+const MinFormatVersion = 1
 
 const (
 	magic   = "VIGILCKP"
@@ -32,8 +36,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrCorrupt is wrapped by every error Decode returns for bytes that are not
 // a well-formed checkpoint: wrong magic, truncated, checksum mismatch,
-// malformed or non-canonical contents. Latest wraps it too when no snapshot
-// of a task is readable.
+// malformed or non-canonical contents. Dir.Chain wraps it too when a task
+// has snapshot files but no chain of them restores.
 var ErrCorrupt = errors.New("state: corrupt checkpoint")
 
 // VersionError is returned by Decode for a file with a valid magic header
@@ -44,41 +48,61 @@ type VersionError struct {
 
 // Error says which version was found and which one this build reads.
 func (e *VersionError) Error() string {
-	return fmt.Sprintf("state: checkpoint format version %d is not supported (this build reads version %d)",
-		e.Version, FormatVersion)
+	return fmt.Sprintf("state: checkpoint format version %d is not supported (this build reads versions %d to %d)",
+		e.Version, MinFormatVersion, FormatVersion)
 }
 
 // Snapshot is one checkpoint of one task. Package state does not interpret
 // Offsets or Sections; the task fills them and reads them back.
+//
+// A snapshot with Parent 0 is a base: complete in itself. One with a
+// non-zero Parent is a delta on the snapshot of that Seq, which must be
+// below its own. A task restores from a chain: a base followed by the deltas
+// saved on it, each delta's Parent being the Seq of the one before it (see
+// Dir.Chain). As Parent 0 means a base, a snapshot with Seq 0 cannot have
+// deltas: a task that saves deltas numbers its snapshots from 1. What a
+// delta's sections mean relative to its parent is up to the task.
 type Snapshot struct {
 	Task     int32             // the task (partition) it belongs to
 	Seq      uint64            // increasing checkpoint number
+	Parent   uint64            // the Seq of the snapshot this one is a delta on; 0: complete in itself
 	Offsets  map[string]int64  // input "topic/partition" -> next offset to read; output offsets likewise
 	Sections map[string][]byte // opaque, named by the task ("history", "windows", ...)
 }
 
-// Encode returns the file format of s: the magic header "VIGILCKP", the
-// format version, the task, the sequence number, the offsets and then the
-// sections, each group in sorted name order, and a CRC-32C of everything
-// before it (see the package documentation). The bytes depend only on the
-// contents of s, never on map iteration order. s must not be nil.
+// Encode returns the file format (version FormatVersion) of s: the magic
+// header "VIGILCKP", the format version, the task, the sequence number, the
+// parent, the offsets and then the sections, each group in sorted name
+// order, and a CRC-32C of everything before it (see the package
+// documentation). The bytes depend only on the contents of s, never on map
+// iteration order. s must not be nil.
 func Encode(s *Snapshot) []byte {
+	return encodeVersion(s, FormatVersion)
+}
+
+// encodeVersion is Encode in the given format version (tests write version
+// 1 files with it; version 1 cannot hold a Parent, which it drops).
+func encodeVersion(s *Snapshot, version uint64) []byte {
 	var buf bytes.Buffer
 	// Writes to a bytes.Buffer cannot fail.
-	_ = writeSnapshot(&buf, s)
+	_ = writeSnapshot(&buf, s, version)
 	return buf.Bytes()
 }
 
-// writeSnapshot writes Encode(s) to w without copying the sections, so that
-// Save does not hold a second copy of a large snapshot in memory.
-func writeSnapshot(w io.Writer, s *Snapshot) error {
+// writeSnapshot writes encodeVersion(s, version) to w without copying the
+// sections, so that Save does not hold a second copy of a large snapshot in
+// memory.
+func writeSnapshot(w io.Writer, s *Snapshot, version uint64) error {
 	crc := crc32.New(castagnoli)
 	mw := io.MultiWriter(w, crc)
 	hdr := make([]byte, 0, 256)
 	hdr = append(hdr, magic...)
-	hdr = binary.AppendUvarint(hdr, FormatVersion)
+	hdr = binary.AppendUvarint(hdr, version)
 	hdr = binary.AppendVarint(hdr, int64(s.Task))
 	hdr = binary.AppendUvarint(hdr, s.Seq)
+	if version >= 2 {
+		hdr = binary.AppendUvarint(hdr, s.Parent)
+	}
 	hdr = binary.AppendUvarint(hdr, uint64(len(s.Offsets)))
 	for _, name := range slices.Sorted(maps.Keys(s.Offsets)) {
 		hdr = appendString(hdr, name)
@@ -110,13 +134,18 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// Decode parses the file format written by Encode. It checks the magic
-// header, then the version (a *VersionError if it is not FormatVersion),
-// then the checksum, then the contents; every other failure wraps
-// ErrCorrupt. It accepts only the canonical encoding (minimal varints,
-// strictly increasing names, no trailing bytes), so Encode(Decode(b)) equals
-// b whenever Decode succeeds. Counts and lengths are checked against the
-// bytes left before anything is allocated, and Decode never panics.
+// Decode parses the file format written by Encode, and the older versions
+// down to MinFormatVersion (a version 1 file decodes with Parent 0). It
+// checks the magic header, then the version (a *VersionError if this build
+// does not read it), then the checksum, then the contents; every other
+// failure wraps ErrCorrupt. It accepts only the canonical encoding (minimal
+// varints, strictly increasing names, no trailing bytes), so
+// Encode(Decode(b)) equals b whenever Decode succeeds on a version
+// FormatVersion file (an older file re-encodes in the current version).
+// Decode checks the form, not the meaning: it accepts any Parent, even one
+// not below Seq (Dir.Chain refuses those). Counts and lengths are checked
+// against the bytes left before anything is allocated, and Decode never
+// panics.
 //
 // The returned snapshot's maps are never nil, and its sections alias b: the
 // caller must not modify b while it uses them.
@@ -129,7 +158,7 @@ func Decode(b []byte) (*Snapshot, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	if version != FormatVersion {
+	if version < MinFormatVersion || version > FormatVersion {
 		return nil, &VersionError{Version: version}
 	}
 	if len(b)-r.off < crcSize {
@@ -144,10 +173,14 @@ func Decode(b []byte) (*Snapshot, error) {
 
 	task := r.varint("task")
 	seq := r.uvarint("seq")
+	var parent uint64
+	if version >= 2 {
+		parent = r.uvarint("parent")
+	}
 	if r.err == nil && (task < math.MinInt32 || task > math.MaxInt32) {
 		r.fail("task %d out of int32 range", task)
 	}
-	s := &Snapshot{Task: int32(task), Seq: seq}
+	s := &Snapshot{Task: int32(task), Seq: seq, Parent: parent}
 
 	n := r.count("offsets")
 	s.Offsets = make(map[string]int64, min(n, maxMapHint))
@@ -185,6 +218,31 @@ func Decode(b []byte) (*Snapshot, error) {
 		return nil, r.err
 	}
 	return s, nil
+}
+
+// maxHeader bounds the encoded header up to and including the parent: the
+// magic and four varints of at most 10 bytes each.
+const maxHeader = len(magic) + 4*binary.MaxVarintLen64
+
+// peekParent reads the header at the start of an encoded snapshot, without
+// checking the checksum, and returns its Seq and Parent (0 for version 1).
+// b may be just the first maxHeader bytes of the file. ok is false if the
+// header cannot be parsed.
+func peekParent(b []byte) (seq, parent uint64, ok bool) {
+	if len(b) < len(magic) || string(b[:len(magic)]) != magic {
+		return 0, 0, false
+	}
+	r := reader{b: b, off: len(magic)}
+	version := r.uvarint("version")
+	if r.err != nil || version < MinFormatVersion || version > FormatVersion {
+		return 0, 0, false
+	}
+	r.varint("task")
+	seq = r.uvarint("seq")
+	if version >= 2 {
+		parent = r.uvarint("parent")
+	}
+	return seq, parent, r.err == nil
 }
 
 // reader reads the canonical encoding; the first failure sticks in err and
