@@ -64,7 +64,8 @@ type Operator struct {
 	keys   map[string]*keyState
 	peak   int // largest len(keys) since the map was last reallocated
 	due    dueHeap
-	n      int // buffered elements
+	n      int              // buffered elements
+	watch  func(key string) // see Watch; nil when no one watches
 }
 
 // keyState is the buffered state of one key.
@@ -241,8 +242,16 @@ func (o *Operator) Advance(wm int64) {
 		return
 	}
 	o.swept = wm
+	var watched *keyState // the key last reported to o.watch
 	for len(o.due) > 0 && o.due[0].due < wm {
 		b := o.due[0]
+		// A buffer due here drops at least its first element: report the
+		// key before. Both sides of a key often come out one after the
+		// other, and the key is reported once for them.
+		if o.watch != nil && b.ks != watched {
+			watched = b.ks
+			o.watch(b.ks.key)
+		}
 		for b.head < len(b.elems) {
 			_, to, _ := o.reach(b.side, b.elems[b.head].Time)
 			if to >= wm {
@@ -266,6 +275,21 @@ func (o *Operator) Advance(wm int64) {
 	}
 	o.shrink()
 }
+
+// Watch sets fn (nil: none) to be called with a key before the Operator
+// changes the key's state on its own, that is in Advance: before it drops
+// elements of the key, and so before it forgets the key. It is what an
+// incremental checkpoint needs to know which keys to write again. fn runs
+// while EncodeKey(key) still gives the state before the change, so that a
+// checkpoint being written can save it first. A key may be reported more
+// than once in one Advance.
+//
+// Changes the caller makes to a key with Add are not reported, nor are the
+// whole-state replacements Decode and DecodeHeader; Add changes no other
+// key. fn runs on the task's goroutine in the middle of Advance: it may
+// call HasKey and EncodeKey (and other reads) but nothing that changes the
+// Operator.
+func (o *Operator) Watch(fn func(key string)) { o.watch = fn }
 
 // compact moves the live elements of b to the front once the dropped prefix
 // is at least half the slice, so that a long-lived key's buffer does not

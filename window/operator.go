@@ -39,6 +39,8 @@ type Operator struct {
 	keys     map[string]*keyState
 	keysPeak int // most keys since the map was last rebuilt
 	timers   timerHeap
+
+	watch func(key string) // see Watch; nil when no one watches
 }
 
 // keyState holds the live windows of one key, sorted by (start, end).
@@ -302,8 +304,17 @@ func (o *Operator) Advance(wm int64, emit func(Result)) {
 	}
 	o.wm = wm
 	dropped := false
+	var watched *keyState // the key last reported to o.watch
 	for len(o.timers) > 0 && o.timers[0].at <= wm {
 		w := o.timers[0]
+		// Every entry due here fires (setting fired) or drops its window:
+		// report the key before either. A key's entries due at the same
+		// time leave the heap one after another, so it is reported once
+		// for them.
+		if o.watch != nil && w.ks != watched {
+			watched = w.ks
+			o.watch(w.key)
+		}
 		if w.armed {
 			// Fire entries leave the heap in (end-1, key, start) order;
 			// cleanup entries in between emit nothing.
@@ -323,6 +334,24 @@ func (o *Operator) Advance(wm int64, emit func(Result)) {
 		o.shrink()
 	}
 }
+
+// Watch sets fn (nil: none) to be called with a key before the operator
+// changes the key's state on its own, that is in Advance (which Add and
+// AddKey run first, for the watermark they are given): before a window
+// fires, which sets its fired flag, and before windows or the key itself
+// are dropped at cleanup. It is what an incremental checkpoint needs to
+// know which keys to write again. fn runs while EncodeKey(key) still gives
+// the state before the change, so that a checkpoint being written can save
+// it first. A key may be reported more than once in one Advance, and
+// reported without its encoding changing (an update firing of a session
+// that had fired).
+//
+// What Add and AddKey do to their own key is not reported (the Advance
+// they start with reports as Advance does), nor are the whole-state
+// replacements Decode and DecodeHeader. fn runs on the task's goroutine in
+// the middle of Advance: it may call HasKey and EncodeKey (and other reads)
+// but nothing that changes the operator.
+func (o *Operator) Watch(fn func(key string)) { o.watch = fn }
 
 // cleanupTime is the watermark at which the state of a window ending at end
 // is dropped: end-1+AllowedLateness, saturated.

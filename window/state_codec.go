@@ -37,6 +37,14 @@ import (
 //	                CountDistinct: u size, then the values in canonical order,
 //	                  each a u tag (distinctNaN … distinctString) and its payload
 //
+// An incremental checkpoint writes the same bytes in pieces: EncodeHeader
+// the fields before the key count, EncodeKey a key's part after its string
+// (the empty form, a window count of 0, for a key without state), and
+// DecodeHeader and DecodeKey read them back in any key order. A key's part
+// stays valid against the header of a later watermark as long as Watch did
+// not report the key in between: none of its windows fired or reached its
+// cleanup time, so each is still live and armed (or fired) as before.
+//
 // The timer heap is not written: its entries are derived from each window
 // (armed iff end-1 > wm, due at end-1 while armed and at the cleanup time
 // afterwards), and timerLess is a strict total order over live windows —
@@ -76,46 +84,88 @@ const (
 // accumulators, including count_distinct sets, fired/late state, timers) to
 // e. The same state always gives the same bytes. It fails only if the state
 // holds a value it cannot represent, which would be a bug of this package.
+//
+// It is EncodeHeader, the key count, and String(key) followed by EncodeKey
+// for every key in increasing byte order: an incremental checkpoint that
+// writes the header and some keys with those writes the same bytes per key.
 func (o *Operator) Encode(e *codec.Encoder) error {
-	e.Uvarint(stateVersion)
-	o.encodeSpec(e)
-	e.Varint(o.wm)
+	o.EncodeHeader(e)
 	e.Int(len(o.keys))
 	var vals []any // reused for every distinct set
 	for _, key := range slices.Sorted(maps.Keys(o.keys)) {
-		ks := o.keys[key]
 		e.String(key)
-		e.Int(len(ks.wins))
-		for i, w := range ks.wins {
-			if i == 0 {
-				e.Varint(w.start)
-			} else {
-				// Windows are sorted by start: the difference fits and is
-				// small, where absolute epoch milliseconds take six bytes.
-				e.Uvarint(uint64(w.start) - uint64(ks.wins[i-1].start))
-			}
-			e.Uvarint(uint64(w.end) - uint64(w.start))
-			e.Bool(w.fired)
-			e.Uvarint(uint64(w.count))
-			for j, k := range o.kinds {
-				switch k {
-				case Count:
-				case CountDistinct:
-					var err error
-					if vals, err = encodeDistinct(e, w.accs[j].set, vals[:0]); err != nil {
-						return fmt.Errorf("window: key %q window [%d,%d): %w", key, w.start, w.end, err)
-					}
-				default:
-					a := &w.accs[j]
-					e.Uvarint(uint64(a.n))
-					if a.n > 0 {
-						e.Float64(a.f)
-					}
+		var err error
+		if vals, err = o.encodeKey(e, o.keys[key], vals); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EncodeHeader writes what Encode writes before the key count: the format
+// version, the definition (spec and aggregate kinds) and the watermark. The
+// per-key encodings (EncodeKey) are read against it: whether a window must
+// have fired, or is still live, depends on the watermark.
+func (o *Operator) EncodeHeader(e *codec.Encoder) {
+	e.Uvarint(stateVersion)
+	o.encodeSpec(e)
+	e.Varint(o.wm)
+}
+
+// HasKey reports whether o holds state (at least one live window) for key.
+func (o *Operator) HasKey(key string) bool {
+	_, ok := o.keys[key]
+	return ok
+}
+
+// EncodeKey writes the state of one key as Encode writes it after the key's
+// string: the window count, then the windows. A key without state writes
+// the empty form, a count of 0, which DecodeKey accepts and Decode refuses
+// (Encode never writes a key without windows). It fails only as Encode
+// does.
+func (o *Operator) EncodeKey(e *codec.Encoder, key string) error {
+	ks := o.keys[key]
+	if ks == nil {
+		e.Int(0)
+		return nil
+	}
+	_, err := o.encodeKey(e, ks, nil)
+	return err
+}
+
+// encodeKey writes the windows of ks, using vals as scratch space for the
+// distinct sets, and returns vals for reuse.
+func (o *Operator) encodeKey(e *codec.Encoder, ks *keyState, vals []any) ([]any, error) {
+	e.Int(len(ks.wins))
+	for i, w := range ks.wins {
+		if i == 0 {
+			e.Varint(w.start)
+		} else {
+			// Windows are sorted by start: the difference fits and is
+			// small, where absolute epoch milliseconds take six bytes.
+			e.Uvarint(uint64(w.start) - uint64(ks.wins[i-1].start))
+		}
+		e.Uvarint(uint64(w.end) - uint64(w.start))
+		e.Bool(w.fired)
+		e.Uvarint(uint64(w.count))
+		for j, k := range o.kinds {
+			switch k {
+			case Count:
+			case CountDistinct:
+				var err error
+				if vals, err = encodeDistinct(e, w.accs[j].set, vals[:0]); err != nil {
+					return vals, fmt.Errorf("window: key %q window [%d,%d): %w", ks.key, w.start, w.end, err)
+				}
+			default:
+				a := &w.accs[j]
+				e.Uvarint(uint64(a.n))
+				if a.n > 0 {
+					e.Float64(a.f)
 				}
 			}
 		}
 	}
-	return nil
+	return vals, nil
 }
 
 // encodeSpec writes what New was given, so that Decode can refuse the state
@@ -214,26 +264,18 @@ func compareDistinct(a, b any) int {
 // State written for another Spec or other aggregate kinds is refused with an
 // error that names both. On error o is left as it was. Decode reads only its
 // own section: the caller checks d.Finish when the section ends.
+//
+// It reads what DecodeHeader and DecodeKey read, with the same checks, and
+// refuses besides keys out of order or repeated and keys without windows,
+// which Encode never writes. Unlike a run of DecodeKey calls, which adds
+// each key once it passed, it builds the whole state aside and installs it
+// only once all of it passed, so that a failure leaves o as it was.
 func (o *Operator) Decode(d *codec.Decoder) error {
-	if v := d.Uvarint(); d.Err() == nil && v != stateVersion {
-		d.Fail("window state version %d is not supported (this build reads version %d)", v, stateVersion)
+	wm, err := o.decodeHeader(d)
+	if err != nil {
+		return err
 	}
-	o.decodeSpec(d)
-	wm := d.Varint()
-	if d.Err() != nil {
-		return d.Err()
-	}
-
-	// The fewest bytes a window and a key take, so that d.Count bounds the
-	// allocations by the input: start, length, fired and count take a byte
-	// each, and every aggregate but Count at least one more.
-	minWindow := 4
-	for _, k := range o.kinds {
-		if k != Count {
-			minWindow++
-		}
-	}
-	nKeys := d.Count(2 + minWindow) // key length, window count, one window
+	nKeys := d.Count(2 + o.minWindowBytes()) // key length, window count, one window
 	keys := make(map[string]*keyState, nKeys)
 	var timers timerHeap
 	prevKey := ""
@@ -247,20 +289,12 @@ func (o *Operator) Decode(d *codec.Decoder) error {
 			return d.Err()
 		}
 		prevKey = key
-		nWins := d.Count(minWindow)
-		if d.Err() == nil && nWins == 0 {
-			d.Fail("key %q has no windows", key)
-		}
-		ks := o.allocKey(key)
-		for j := range nWins {
-			w := o.decodeWindow(d, ks, wm, j)
-			if d.Err() != nil {
-				return d.Err()
-			}
-			ks.wins = append(ks.wins, w)
-			timers = append(timers, w)
+		ks := o.decodeKey(d, key, wm, false)
+		if d.Err() != nil {
+			return d.Err()
 		}
 		keys[key] = ks
+		timers = append(timers, ks.wins...)
 	}
 	if d.Err() != nil {
 		return d.Err()
@@ -278,6 +312,110 @@ func (o *Operator) Decode(d *codec.Decoder) error {
 		}
 		return 0
 	})
+	o.replace(wm, keys, timers)
+	return nil
+}
+
+// DecodeHeader reads what EncodeHeader wrote into o, an operator built by
+// New with the same Spec and aggregates, with the checks of Decode: state of
+// another definition or format version is refused with the same errors.
+// Like Decode, it replaces o's state: o then holds no key, and its
+// watermark is the header's, against which DecodeKey checks every key. On
+// error o is left as it was.
+func (o *Operator) DecodeHeader(d *codec.Decoder) error {
+	wm, err := o.decodeHeader(d)
+	if err != nil {
+		return err
+	}
+	o.replace(wm, make(map[string]*keyState), nil)
+	return nil
+}
+
+// DecodeKey reads the state of key as EncodeKey wrote it and adds it to o,
+// after DecodeHeader. It checks what Decode checks of a key's windows (their
+// shape and order, that they are live and have fired as o's watermark
+// requires, their accumulators) and schedules their timers; keys may come
+// in any order. A key o already holds is refused; the empty form adds
+// nothing. Corrupt input is reported through d as by Decode, and on error o
+// is left as it was. The timer heap orders windows strictly (timerLess), so
+// the order of the calls changes no firing.
+func (o *Operator) DecodeKey(d *codec.Decoder, key string) error {
+	if err := d.Err(); err != nil {
+		return err
+	}
+	if o.keys[key] != nil {
+		d.Fail("key %q is restored twice", key)
+		return d.Err()
+	}
+	// A copy, as newKey keeps: key may be a slice of the caller's buffer.
+	ks := o.decodeKey(d, strings.Clone(key), o.wm, true)
+	if err := d.Err(); err != nil {
+		return err
+	}
+	if ks == nil {
+		return nil
+	}
+	o.keys[ks.key] = ks
+	o.keysPeak = max(o.keysPeak, len(o.keys))
+	for _, w := range ks.wins {
+		o.timers.push(w)
+	}
+	return nil
+}
+
+// decodeHeader reads the header, failing d unless it is of this format
+// version and o's definition, and returns its watermark.
+func (o *Operator) decodeHeader(d *codec.Decoder) (int64, error) {
+	if v := d.Uvarint(); d.Err() == nil && v != stateVersion {
+		d.Fail("window state version %d is not supported (this build reads version %d)", v, stateVersion)
+	}
+	o.decodeSpec(d)
+	wm := d.Varint()
+	return wm, d.Err()
+}
+
+// minWindowBytes is the fewest bytes a window takes, so that d.Count bounds
+// the allocations by the input: start, length, fired and count take a byte
+// each, and every aggregate but Count at least one more.
+func (o *Operator) minWindowBytes() int {
+	n := 4
+	for _, k := range o.kinds {
+		if k != Count {
+			n++
+		}
+	}
+	return n
+}
+
+// decodeKey reads the windows of key at watermark wm into a new key state,
+// in neither o.keys nor the timer heap, and returns it. It returns nil when
+// d fails, and for the empty form (no windows), which it refuses unless
+// allowEmpty.
+func (o *Operator) decodeKey(d *codec.Decoder, key string, wm int64, allowEmpty bool) *keyState {
+	nWins := d.Count(o.minWindowBytes())
+	if d.Err() != nil {
+		return nil
+	}
+	if nWins == 0 {
+		if !allowEmpty {
+			d.Fail("key %q has no windows", key)
+		}
+		return nil
+	}
+	ks := o.allocKey(key)
+	for j := range nWins {
+		w := o.decodeWindow(d, ks, wm, j)
+		if d.Err() != nil {
+			return nil
+		}
+		ks.wins = append(ks.wins, w)
+	}
+	return ks
+}
+
+// replace installs a decoded state: watermark wm, keys, and timers, a
+// valid heap of their windows.
+func (o *Operator) replace(wm int64, keys map[string]*keyState, timers timerHeap) {
 	for i, w := range timers {
 		w.idx = i
 	}
@@ -288,7 +426,6 @@ func (o *Operator) Decode(d *codec.Decoder) error {
 	o.keys = keys
 	o.keysPeak = len(keys) // memory accounting starts afresh, as after shrink
 	o.timers = timers
-	return nil
 }
 
 // decodeSpec fails d unless the state was written for o's spec and

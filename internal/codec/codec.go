@@ -80,6 +80,12 @@ func (e *Encoder) String(s string) {
 	e.b = append(e.b, s...)
 }
 
+// StringBytes writes b as String writes a string with its bytes.
+func (e *Encoder) StringBytes(b []byte) {
+	e.Int(len(b))
+	e.b = append(e.b, b...)
+}
+
 // ByteSlice writes a length and b; Decoder.ByteSlice tells nil from empty.
 func (e *Encoder) ByteSlice(b []byte) {
 	if b == nil {
@@ -280,6 +286,25 @@ func (d *Decoder) ByteSlice() []byte {
 		return nil
 	}
 	return append([]byte{}, d.raw(int(n-1))...)
+}
+
+// StringBytes reads a string written by Encoder.String without copying it:
+// the result aliases the decoder's input.
+func (d *Decoder) StringBytes() []byte { return d.raw(d.Int()) }
+
+// View reads bytes written by Encoder.ByteSlice without copying them: the
+// result aliases the decoder's input (nil stays nil), for a caller that
+// passes the bytes on (merging snapshots) rather than keeping them.
+func (d *Decoder) View() []byte {
+	n := d.Uvarint()
+	if n == 0 || d.err != nil {
+		return nil
+	}
+	if n-1 > uint64(len(d.b)) {
+		d.Fail("length %d exceeds the %d bytes left", n-1, len(d.b))
+		return nil
+	}
+	return d.raw(int(n - 1))
 }
 
 // Value reads a value written by Encoder.Value.
