@@ -43,6 +43,10 @@ type seenIDs struct {
 	// a repeat with the same features; nil until it has any. An id's
 	// features go when the id does.
 	features map[string][]byte
+	// journal, when the task is tracked (Track), logs the ids that expire
+	// here, for the next checkpoint; stream is this table's stream.
+	journal *[]idChange
+	stream  int
 }
 
 // idSlot is one slot of the table: 32 bits of an id's hash (never 0; 0
@@ -104,8 +108,6 @@ func BodyCRC(value string) uint32 {
 // idSeed seeds the hashes of ids, for every table of the process and the
 // IDIndex (idKeyOf): a task's lookahead computes one hash for both.
 var idSeed = maphash.MakeSeed()
-
-func newSeenIDs() *seenIDs { return new(seenIDs) }
 
 func (s *seenIDs) get(id string) (seen, bool) {
 	if e := s.ref(id); e != nil {
@@ -244,6 +246,9 @@ func (s *seenIDs) expire(horizon int64) {
 		// once rather than deleting its ids one by one.
 		s.table, s.n, s.miss.valid = nil, 0, false
 		s.features = nil
+		if s.journal != nil {
+			*s.journal = append(*s.journal, idChange{kind: idClear, stream: s.stream})
+		}
 		s.base += end
 		s.chunks, s.head = nil, 0
 		return
@@ -267,6 +272,9 @@ func (s *seenIDs) expire(horizon int64) {
 			}
 			if s.features != nil {
 				delete(s.features, en.id)
+			}
+			if s.journal != nil {
+				*s.journal = append(*s.journal, idChange{kind: idRemove, stream: s.stream, id: en.id})
 			}
 			s.remove(i)
 			if cur != en && !cur.dead {

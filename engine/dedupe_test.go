@@ -38,7 +38,7 @@ func (s *refSeenIDs) expire(horizon int64) {
 func TestSeenIDsModel(t *testing.T) {
 	for seed := range uint64(20) {
 		r := rand.New(rand.NewPCG(seed, 1))
-		s, ref := newSeenIDs(), &refSeenIDs{byID: map[string]seen{}}
+		s, ref := new(seenIDs), &refSeenIDs{byID: map[string]seen{}}
 		if seed%2 == 1 {
 			// Positions are kept modulo 2^32 in the table: start near the
 			// wrap, as a task that has seen four billion ids would be.

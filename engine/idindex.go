@@ -302,8 +302,12 @@ func (t *Task) claimRestored() {
 // task that is being dropped: its partition was revoked, or a task of the
 // next ruleset version took its state over (and with it the entries of the
 // streams it still has). It does nothing without an index. The task must not
-// be used after.
+// be used after. A cut in progress is abandoned.
 func (t *Task) Close() {
+	if c := t.cut; c != nil {
+		c.stop()
+		t.cut = nil
+	}
 	for _, s := range t.seen {
 		if s != nil && s.shared != nil {
 			for id := range s.all {

@@ -155,6 +155,9 @@ func (t *Task) endPattern(pi int, op *patternOp) bool {
 	}
 	slices.SortFunc(open, func(a, b *patternKey) int { return strings.Compare(a.key, b.key) })
 	for _, pk := range open {
+		if t.track {
+			t.touch(pk.key)
+		}
 		pk.clock = stream.MaxTime
 		saved := t.patKey
 		t.patKey = pk.key
@@ -176,6 +179,9 @@ func (t *Task) advancePattern(pi int, op *patternOp, wm int64) {
 			pk := e.key
 			if pk.due != e.at {
 				continue // a stale entry: the key was queued earlier since
+			}
+			if t.track {
+				t.touch(pk.key)
 			}
 			pk.due = stream.MaxTime
 			n := 0

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"cmp"
 	"container/heap"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,8 +17,61 @@ import (
 	"github.com/vigil-cep/vigil/stream"
 )
 
-// snapshotVersion is the layout of Task.Snapshot; Restore refuses others.
-const snapshotVersion = 1
+// A task snapshot (docs/design.md "Checkpoints") is written key by key: all
+// the state of one key — its history, and its state in every window,
+// pattern and join — is one record, so that a checkpoint can hold only the
+// keys that changed since the previous one (a delta, Task.Cut) and a chain of
+// them can be merged into one full snapshot (MergeSnapshots) without a task.
+//
+// Layout 2, in the notation of package state (u = Uvarint, s = Varint):
+//
+//	version  u  2
+//	kind     u  0 full, 1 delta
+//	layout   bytes: what the state was written under — the ruleset version,
+//	         its streams and history fields, the names and definitions of its
+//	         windows, patterns and joins; equal in every element of a chain
+//	globals  bytes: watermarks, counters, sequence numbers, each operator's
+//	         own state (its watermark, dropped partial matches), decisions
+//	         recalled and decisions waiting for the watermark
+//	ids      full: u streams, then per stream: u index, u count, count × (id
+//	         string, entry bytes), in arrival order; delta: u count of
+//	         changes in the order they happened, each u kind (0 put, 1
+//	         remove, 2 clear), u stream, then put: id string, entry bytes;
+//	         remove: id string
+//	keys     u count, then per key in increasing byte order: key string,
+//	         record bytes; a delta's empty record (emptyRecord) says the key
+//	         holds nothing any more
+//
+// An id's entry is: key string, time s, decision bytes, body crc u, features
+// bytes. A key's record: bool engine state, then (if set) last event time s
+// and u streams × (u index, u count, count × history entry as in layout 1);
+// then for windows, patterns and joins in turn: u count, count × (u operator
+// index, bytes of the key's state there).
+//
+// Layout 1, every section whole, is still read (restoreV1) so that a task
+// upgraded in place restores the checkpoint its previous build left; the
+// next checkpoint after it is then a full one (NeedsBase).
+const (
+	layoutV1 = 1
+	layoutV2 = 2
+)
+
+// Snapshot kinds (layout 2).
+const (
+	kindFull  = 0
+	kindDelta = 1
+)
+
+// Changes to the ids, in a delta.
+const (
+	idPut    = 0
+	idRemove = 1
+	idClear  = 2
+)
+
+// emptyRecord is the record of a key without state: no engine state and no
+// operator state (four zero bytes).
+var emptyRecord = []byte{0, 0, 0, 0}
 
 // Snapshot serialises everything the task owns — watermarks, per-key
 // history, remembered ids and their decisions, windows, pattern buffers and
@@ -28,12 +83,51 @@ const snapshotVersion = 1
 // new ruleset version keeps the state of what the new version still has:
 // history is re-projected to the fields the new rules read, a window or join
 // keeps its state if its spec is unchanged, a pattern if its document is.
+//
+// Snapshot runs on the task's goroutine for as long as the whole state
+// takes to encode; a live task checkpoints with Cut instead, which writes
+// only what changed and holds the task for no longer than it chooses.
 func (t *Task) Snapshot() ([]byte, error) {
 	// Room for the previous snapshot and an eighth more: growing the
 	// buffer by doubling copied and cleared about twice the snapshot's
 	// size, and the garbage made the collector run during the encode.
 	e := codec.NewEncoder(make([]byte, 0, max(1<<16, t.snapshotSize+t.snapshotSize/8)))
-	e.Uvarint(snapshotVersion)
+	e.Uvarint(layoutV2)
+	e.Uvarint(kindFull)
+	if err := t.encodeHead(e); err != nil {
+		return nil, err
+	}
+	t.encodeIDs(e)
+	keys := t.allKeys()
+	e.Int(len(keys))
+	var rec codec.Encoder
+	for _, key := range keys {
+		rec = *codec.NewEncoder(rec.Bytes()[:0])
+		if err := t.encodeKeyRecord(&rec, key); err != nil {
+			return nil, err
+		}
+		e.String(key)
+		e.ByteSlice(rec.Bytes())
+	}
+	t.snapshotSize = len(e.Bytes())
+	return e.Bytes(), nil
+}
+
+// encodeHead writes the layout and globals sections.
+func (t *Task) encodeHead(e *codec.Encoder) error {
+	var sub codec.Encoder
+	t.encodeLayout(&sub)
+	e.ByteSlice(sub.Bytes())
+	sub = codec.Encoder{}
+	if err := t.encodeGlobals(&sub); err != nil {
+		return err
+	}
+	e.ByteSlice(sub.Bytes())
+	return nil
+}
+
+// encodeLayout writes what the state is written under (see layoutV2).
+func (t *Task) encodeLayout(e *codec.Encoder) {
 	e.String(t.rs.Version)
 	e.Int(len(t.rs.Streams))
 	for _, st := range t.rs.Streams {
@@ -44,6 +138,25 @@ func (t *Task) Snapshot() ([]byte, error) {
 		}
 		e.Bool(st.HistoryFields == nil)
 	}
+	e.Int(len(t.windows))
+	for _, w := range t.rs.Windows {
+		e.String(w.Name)
+		e.String(windowPrint(w))
+	}
+	e.Int(len(t.patterns))
+	for _, op := range t.patterns {
+		e.String(op.p.Name)
+		e.String(t.patternPrint(op.p.Name))
+	}
+	e.Int(len(t.joins))
+	for _, jo := range t.joins {
+		e.String(jo.j.Name)
+		e.String(fmt.Sprintf("%+v", jo.j.Spec))
+	}
+}
+
+// encodeGlobals writes what the task holds beyond its keys and ids.
+func (t *Task) encodeGlobals(e *codec.Encoder) error {
 	e.Varint(t.wm)
 	e.Varint(t.lastSweep)
 	e.Uvarint(t.seq)
@@ -55,32 +168,20 @@ func (t *Task) Snapshot() ([]byte, error) {
 	for _, n := range t.stats.counters() {
 		e.Varint(*n)
 	}
-	var wm codec.Encoder
-	t.wms.Encode(&wm)
-	e.ByteSlice(wm.Bytes())
-
-	if err := t.encodeKeys(e); err != nil {
-		return nil, err
-	}
-	t.encodeSeen(e)
-	e.Int(len(t.windows))
-	for i, op := range t.windows {
-		var sub codec.Encoder
-		if err := op.Encode(&sub); err != nil {
-			return nil, fmt.Errorf("window %s: %w", t.rs.Windows[i].Name, err)
-		}
-		e.String(t.rs.Windows[i].Name)
-		e.String(windowPrint(t.rs.Windows[i]))
+	var sub codec.Encoder
+	t.wms.Encode(&sub)
+	e.ByteSlice(sub.Bytes())
+	for _, op := range t.windows {
+		sub = codec.Encoder{}
+		op.EncodeHeader(&sub)
 		e.ByteSlice(sub.Bytes())
 	}
-	e.Int(len(t.patterns))
 	for _, op := range t.patterns {
-		var sub codec.Encoder
-		if err := t.encodePattern(&sub, op); err != nil {
-			return nil, fmt.Errorf("pattern %s: %w", op.p.Name, err)
-		}
-		e.String(op.p.Name)
-		e.String(t.patternPrint(op.p.Name))
+		e.Varint(op.dropped)
+	}
+	for _, jo := range t.joins {
+		sub = codec.Encoder{}
+		jo.op.EncodeHeader(&sub)
 		e.ByteSlice(sub.Bytes())
 	}
 	// Decisions recalled after a restore whose transactions have not come
@@ -107,83 +208,658 @@ func (t *Task) Snapshot() ([]byte, error) {
 		e.Varint(p.time)
 		e.Uvarint(p.seq)
 		if err := e.Value(p.fields); err != nil {
-			return nil, fmt.Errorf("pending decision %s: %w", p.id, err)
+			return fmt.Errorf("pending decision %s: %w", p.id, err)
 		}
 		e.Int(p.repeats)
 	}
-	e.Int(len(t.joins))
-	for _, jo := range t.joins {
-		var sub codec.Encoder
-		if err := jo.op.Encode(&sub, encodeEvent); err != nil {
-			return nil, fmt.Errorf("join %s: %w", jo.j.Name, err)
-		}
-		e.String(jo.j.Name)
-		e.String(fmt.Sprintf("%+v", jo.j.Spec))
-		e.ByteSlice(sub.Bytes())
-	}
-	t.encodeFeatures(e)
-	t.snapshotSize = len(e.Bytes())
-	return e.Bytes(), nil
+	return nil
 }
 
-// encodeFeatures writes the decision API's features of the ids remembered
-// (Task.Features) as a last section, and only when there are any: the
-// snapshots of a task that no request reached keep the layout of the builds
-// before it, which do not read that section.
-func (t *Task) encodeFeatures(e *codec.Encoder) {
+// encodeIDs writes every stream's remembered ids in full, in arrival order.
+func (t *Task) encodeIDs(e *codec.Encoder) {
 	n := 0
 	for _, s := range t.seen {
-		if s != nil && len(s.features) > 0 {
+		if s != nil && s.len() > 0 {
 			n++
 		}
 	}
-	if n == 0 {
-		return
-	}
 	e.Int(n)
+	var sub codec.Encoder
 	for i, s := range t.seen {
-		if s == nil || len(s.features) == 0 {
+		if s == nil || s.len() == 0 {
 			continue
 		}
 		e.Int(i)
-		ids := slices.Sorted(maps.Keys(s.features))
-		e.Int(len(ids))
-		for _, id := range ids {
+		n := 0
+		for range s.all {
+			n++ // all may yield an id twice, after a restore put it twice
+		}
+		e.Int(n)
+		for id, en := range s.all {
+			sub = *codec.NewEncoder(sub.Bytes()[:0])
+			encodeIDEntry(&sub, en, s.features[id])
 			e.String(id)
-			e.ByteSlice(s.features[id])
+			e.ByteSlice(sub.Bytes())
 		}
 	}
 }
 
-// decodeFeatures reads what encodeFeatures wrote, when the snapshot has it.
-// Features of ids the running version does not remember are dropped.
-func (t *Task) decodeFeatures(d *codec.Decoder, old []oldStream) {
-	if d.Len() == 0 {
-		return
+// encodeIDEntry writes what is kept of an id (its entry in layout 2).
+func encodeIDEntry(e *codec.Encoder, en seen, features []byte) {
+	e.String(en.key)
+	e.Varint(en.time)
+	e.ByteSlice(en.decision)
+	e.Uvarint(uint64(en.crc))
+	e.ByteSlice(features)
+}
+
+// allKeys returns every key the task holds state for — in its own table or
+// in any operator — in increasing byte order.
+func (t *Task) allKeys() []string {
+	keys := make([]string, 0, t.keys.len())
+	for ks := range t.keys.all() {
+		keys = append(keys, ks.key)
 	}
+	// A key can outlive its history in an operator (a window kept for its
+	// allowed lateness after the sweep forgot the key).
+	extra := make(map[string]struct{})
+	add := func(key string) {
+		if t.keys.get(key, keyHash(key)) == nil {
+			extra[key] = struct{}{}
+		}
+	}
+	for _, op := range t.windows {
+		for key := range op.Keys {
+			add(key)
+		}
+	}
+	for _, op := range t.patterns {
+		for key := range op.keys {
+			add(key)
+		}
+	}
+	for _, jo := range t.joins {
+		for key := range jo.op.Keys {
+			add(key)
+		}
+	}
+	keys = slices.AppendSeq(keys, maps.Keys(extra))
+	sortKeys(keys)
+	return keys
+}
+
+// sortKeys sorts keys in increasing byte order. It sorts an array of the
+// keys' first eight bytes, big-endian, next to the keys, and compares whole
+// keys only on ties: comparing the strings read each key's bytes from memory,
+// a cache miss each on a large key set (a quarter of a snapshot's time at
+// 100k keys).
+func sortKeys(keys []string) {
+	type entry struct {
+		prefix uint64
+		key    string
+	}
+	entries := make([]entry, len(keys))
+	for i, k := range keys {
+		var p uint64
+		for j := range 8 {
+			p <<= 8
+			if j < len(k) {
+				p |= uint64(k[j])
+			}
+		}
+		entries[i] = entry{p, k}
+	}
+	slices.SortFunc(entries, func(a, b entry) int {
+		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	for i, en := range entries {
+		keys[i] = en.key
+	}
+}
+
+// encodeKeyRecord writes key's record: its state in the task and in every
+// operator (see layoutV2); emptyRecord when it has none.
+func (t *Task) encodeKeyRecord(e *codec.Encoder, key string) error {
+	ks := t.keys.get(key, keyHash(key))
+	e.Bool(ks != nil)
+	if ks != nil {
+		if err := t.encodeHistories(e, ks); err != nil {
+			return err
+		}
+	}
+	var sub codec.Encoder
+	n := 0
+	for _, op := range t.windows {
+		if op.HasKey(key) {
+			n++
+		}
+	}
+	e.Int(n)
+	for i, op := range t.windows {
+		if !op.HasKey(key) {
+			continue
+		}
+		sub = *codec.NewEncoder(sub.Bytes()[:0])
+		if err := op.EncodeKey(&sub, key); err != nil {
+			return fmt.Errorf("window %s: %w", t.rs.Windows[i].Name, err)
+		}
+		e.Int(i)
+		e.ByteSlice(sub.Bytes())
+	}
+	n = 0
+	for _, op := range t.patterns {
+		if op.keys[key] != nil {
+			n++
+		}
+	}
+	e.Int(n)
+	for i, op := range t.patterns {
+		pk := op.keys[key]
+		if pk == nil {
+			continue
+		}
+		sub = *codec.NewEncoder(sub.Bytes()[:0])
+		if err := encodePatternKey(&sub, pk); err != nil {
+			return fmt.Errorf("pattern %s: %w", op.p.Name, err)
+		}
+		e.Int(i)
+		e.ByteSlice(sub.Bytes())
+	}
+	n = 0
+	for _, jo := range t.joins {
+		if jo.op.HasKey(key) {
+			n++
+		}
+	}
+	e.Int(n)
+	for i, jo := range t.joins {
+		if !jo.op.HasKey(key) {
+			continue
+		}
+		sub = *codec.NewEncoder(sub.Bytes()[:0])
+		if err := jo.op.EncodeKey(&sub, key, encodeEvent); err != nil {
+			return fmt.Errorf("join %s: %w", jo.j.Name, err)
+		}
+		e.Int(i)
+		e.ByteSlice(sub.Bytes())
+	}
+	return nil
+}
+
+// encodeHistories writes a key's last event time and its histories.
+func (t *Task) encodeHistories(e *codec.Encoder, ks *keyState) error {
+	e.Varint(ks.lastTime)
+	n := 0
+	for i := range t.rs.Streams {
+		if ks.hist(i).len() > 0 {
+			n++
+		}
+	}
+	e.Int(n)
+	for i := range t.rs.Streams {
+		h := ks.hist(i)
+		if h.len() == 0 {
+			continue
+		}
+		e.Int(i)
+		e.Int(h.len())
+		for j := range h.past {
+			p := &h.past[j]
+			e.Varint(p.Time)
+			switch v := p.Value.(type) {
+			case *stream.Row:
+				e.Bool(true)
+				if err := stream.EncodeRow(e, v); err != nil {
+					return fmt.Errorf("history of %q: %w", ks.key, err)
+				}
+			default:
+				e.Bool(false)
+				if err := e.Value(v); err != nil {
+					return fmt.Errorf("history of %q: %w", ks.key, err)
+				}
+			}
+			m := p.Mark
+			e.Uvarint(m.Set)
+			e.Uvarint(m.Failed)
+			if m.Errs == nil {
+				e.Int(0)
+			} else {
+				e.Int(len(*m.Errs) + 1)
+				for _, s := range *m.Errs {
+					e.String(s)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// encodePatternKey writes one key's state in a pattern.
+func encodePatternKey(e *codec.Encoder, pk *patternKey) error {
+	e.Varint(pk.clock)
+	e.Varint(pk.due)
+	e.Int(len(pk.buf))
+	for _, ev := range pk.buf {
+		if err := encodeCEPEvent(e, ev); err != nil {
+			return err
+		}
+	}
+	return pk.state.Encode(e, encodeEvent)
+}
+
+// Restore loads a full snapshot (Snapshot, or MergeSnapshots of a chain)
+// into t, a task just built by NewTask that has processed nothing. State of
+// operators the running ruleset no longer has, or has with another
+// definition, is dropped; see Snapshot. A chain of deltas goes through
+// RestoreChain.
+func (t *Task) Restore(data []byte) error {
+	// The keys a restore makes are no change to checkpoint: the state it
+	// restores is the chain's.
+	track := t.track
+	t.track = false
+	defer func() { t.track = track; t.resetTracking() }()
+	d := codec.NewDecoder(data)
+	v := d.Uvarint()
+	if d.Err() != nil {
+		return fmt.Errorf("task snapshot: %w", d.Err())
+	}
+	var err error
+	switch v {
+	case layoutV1:
+		t.needBase = true // deltas are written in layout 2 only
+		err = t.restoreV1(d)
+	case layoutV2:
+		if k := d.Uvarint(); d.Err() == nil && k != kindFull {
+			return errors.New("task snapshot: a delta alone cannot be restored (RestoreChain merges it onto its base)")
+		}
+		err = t.restoreV2(d)
+	default:
+		return fmt.Errorf("task snapshot layout %d is not supported (this build reads %d and %d)", v, layoutV1, layoutV2)
+	}
+	if err != nil {
+		return err
+	}
+	t.claimRestored()
+	return nil
+}
+
+// RestoreChain restores a chain of snapshots — a full one, or a first
+// Cut, followed by the deltas cut after it, in order — as Restore does
+// their merge (MergeSnapshots).
+func (t *Task) RestoreChain(chain [][]byte) error {
+	if len(chain) == 1 {
+		d := codec.NewDecoder(chain[0])
+		if v := d.Uvarint(); v == layoutV1 || (v == layoutV2 && d.Uvarint() == kindFull) {
+			return t.Restore(chain[0])
+		}
+	}
+	full, err := MergeSnapshots(chain)
+	if err != nil {
+		return err
+	}
+	return t.Restore(full)
+}
+
+// NeedsBase reports whether the task's next checkpoint must be a full one
+// (Snapshot) rather than a delta: the state it restored was written under
+// another ruleset version or layout, so a delta on it would not merge.
+func (t *Task) NeedsBase() bool { return t.needBase }
+
+// restoreV2 reads the rest of a full layout 2 snapshot, after its version
+// and kind.
+func (t *Task) restoreV2(d *codec.Decoder) error {
+	layout, globals := d.View(), d.View()
+	if d.Err() != nil {
+		return fmt.Errorf("task snapshot: %w", d.Err())
+	}
+	if !bytes.Equal(layout, t.layout()) {
+		t.needBase = true
+	}
+	m, err := t.readLayout(layout)
+	if err != nil {
+		return err
+	}
+	pending, err := t.readGlobals(globals, m)
+	if err != nil {
+		return err
+	}
+	t.decodeIDs(d, m)
+	for range d.Count(2) {
+		key, rec := d.String(), d.View()
+		if d.Err() != nil {
+			break
+		}
+		if err := t.decodeKeyRecord(key, rec, m); err != nil {
+			return fmt.Errorf("task snapshot: key %q: %w", key, err)
+		}
+	}
+	if err := d.Finish(); err != nil {
+		return fmt.Errorf("task snapshot: %w", err)
+	}
+	return t.restorePending(pending, m)
+}
+
+// layout returns the task's layout section.
+func (t *Task) layout() []byte {
+	var e codec.Encoder
+	t.encodeLayout(&e)
+	return e.Bytes()
+}
+
+// layoutMap says where what a snapshot was written under goes in the
+// running ruleset.
+type layoutMap struct {
+	same     bool // the same ruleset version
+	streams  []oldStream
+	windows  []int // the snapshot's window i is the running window windows[i], or -1
+	patterns []int
+	joins    []int
+}
+
+func (t *Task) readLayout(b []byte) (*layoutMap, error) {
+	d := codec.NewDecoder(b)
+	m := &layoutMap{same: d.String() == t.rs.Version}
+	m.streams = make([]oldStream, d.Count(2))
+	for i := range m.streams {
+		o := &m.streams[i]
+		o.name = d.String()
+		o.fields = make([]string, d.Count(1))
+		for j := range o.fields {
+			o.fields[j] = d.String()
+		}
+		if d.Bool() {
+			o.fields = nil
+		}
+		o.now, o.ok = t.streamIndex(o.name)
+	}
+	ops := func(find func(name, print string) int) []int {
+		idx := make([]int, d.Count(2))
+		for i := range idx {
+			name, print := d.String(), d.String()
+			idx[i] = find(name, print)
+		}
+		return idx
+	}
+	m.windows = ops(func(name, print string) int {
+		i := slices.IndexFunc(t.rs.Windows, func(w *rules.Window) bool { return w.Name == name })
+		if i >= 0 && print != windowPrint(t.rs.Windows[i]) {
+			i = -1
+		}
+		return i
+	})
+	m.patterns = ops(func(name, print string) int {
+		i := slices.IndexFunc(t.patterns, func(op *patternOp) bool { return op.p.Name == name })
+		if i >= 0 && print != t.patternPrint(name) {
+			i = -1
+		}
+		return i
+	})
+	m.joins = ops(func(name, print string) int {
+		i := slices.IndexFunc(t.joins, func(jo *joinOp) bool { return jo.j.Name == name })
+		if i >= 0 && print != fmt.Sprintf("%+v", t.joins[i].j.Spec) {
+			i = -1
+		}
+		return i
+	})
+	if err := d.Finish(); err != nil {
+		return nil, fmt.Errorf("task snapshot layout: %w", err)
+	}
+	return m, nil
+}
+
+// readGlobals restores the globals section; it returns the pending
+// decisions, which are restored after the ids they link to.
+func (t *Task) readGlobals(b []byte, m *layoutMap) ([]*pendingDecision, error) {
+	d := codec.NewDecoder(b)
+	t.wm = d.Varint()
+	t.lastSweep = d.Varint()
+	t.seq = d.Uvarint()
+	if vt := d.Varint(); t.vt != nil {
+		t.vt.now = vt
+	}
+	for _, n := range t.stats.counters() {
+		*n = d.Varint()
+	}
+	wmData := d.View()
+	if d.Err() == nil && sameStreams(m.streams, t.rs.Streams) {
+		if err := t.wms.Decode(codec.NewDecoder(wmData)); err != nil {
+			return nil, fmt.Errorf("watermarks: %w", err)
+		}
+	}
+	for i, now := range m.windows {
+		sub := d.View()
+		if now >= 0 && d.Err() == nil {
+			wd := codec.NewDecoder(sub)
+			if err := t.windows[now].DecodeHeader(wd); err != nil || wd.Finish() != nil {
+				return nil, fmt.Errorf("window %d: %w", i, cmp.Or(err, wd.Err()))
+			}
+		}
+	}
+	for _, now := range m.patterns {
+		dropped := d.Varint()
+		if now >= 0 {
+			t.patterns[now].dropped = dropped
+		}
+	}
+	for i, now := range m.joins {
+		sub := d.View()
+		if now >= 0 && d.Err() == nil {
+			jd := codec.NewDecoder(sub)
+			if err := t.joins[now].op.DecodeHeader(jd); err != nil || jd.Finish() != nil {
+				return nil, fmt.Errorf("join %d: %w", i, cmp.Or(err, jd.Err()))
+			}
+		}
+	}
+	for range d.Count(3) {
+		k, b := recallKey{d.String(), d.String()}, d.ByteSlice()
+		if d.Err() == nil {
+			if t.recall == nil {
+				t.recall = make(map[recallKey][]byte)
+			}
+			t.recall[k] = b
+		}
+	}
+	var pending []*pendingDecision
+	for range d.Count(6) {
+		p := &pendingDecision{stream: d.Int(), id: d.String(), key: d.String(), time: d.Varint(), seq: d.Uvarint()}
+		p.fields, _ = d.Value().(map[string]any)
+		p.repeats = d.Int()
+		if d.Err() != nil {
+			break
+		}
+		pending = append(pending, p)
+	}
+	if err := d.Finish(); err != nil {
+		return nil, fmt.Errorf("task snapshot globals: %w", err)
+	}
+	return pending, nil
+}
+
+// restorePending queues the pending decisions the running version still
+// makes, linking each to its id's entry.
+func (t *Task) restorePending(pending []*pendingDecision, m *layoutMap) error {
+	for _, p := range pending {
+		if p.stream >= len(m.streams) {
+			return fmt.Errorf("task snapshot: pending decision of stream %d of %d", p.stream, len(m.streams))
+		}
+		o := m.streams[p.stream]
+		if !o.ok || t.rs.Streams[o.now].Decide == rules.DecideNever {
+			continue // the running version no longer decides that stream
+		}
+		p.stream = o.now
+		heap.Push(&t.due, p)
+		if s := t.seen[p.stream]; s != nil {
+			if e := s.ref(p.id); e != nil {
+				e.pending = p
+			}
+		}
+	}
+	return nil
+}
+
+// decodeIDs reads a full ids section. Ids of streams the running version
+// does not remember are dropped.
+func (t *Task) decodeIDs(d *codec.Decoder, m *layoutMap) {
 	for range d.Count(2) {
 		si := d.Int()
-		if si >= len(old) {
-			d.Fail("features of stream %d of %d", si, len(old))
+		if si >= len(m.streams) {
+			d.Fail("ids of stream %d of %d", si, len(m.streams))
 			return
 		}
 		var s *seenIDs
-		if o := old[si]; o.ok {
+		if o := m.streams[si]; o.ok {
 			s = t.seen[o.now]
 		}
 		for range d.Count(2) {
-			id, b := d.String(), d.ByteSlice()
+			id, entry := d.String(), d.View()
 			if s == nil || d.Err() != nil {
 				continue
 			}
-			if slot, found := s.find(id); found {
+			ed := codec.NewDecoder(entry)
+			en := seen{key: ed.String(), time: ed.Varint(), decision: ed.ByteSlice(), crc: uint32(ed.Uvarint())}
+			features := ed.ByteSlice()
+			if err := ed.Finish(); err != nil {
+				d.Fail("id %q: %v", id, err)
+				return
+			}
+			s.put(id, en)
+			if len(features) > 0 {
 				if s.features == nil {
 					s.features = make(map[string][]byte)
 				}
-				s.features[s.at(s.index(s.table[slot])).id] = b
+				s.features[id] = features
 			}
 		}
 	}
+}
+
+// decodeKeyRecord restores one key's record.
+func (t *Task) decodeKeyRecord(key string, rec []byte, m *layoutMap) error {
+	d := codec.NewDecoder(rec)
+	if d.Bool() {
+		t.decodeHistories(d, key, m)
+	}
+	for range d.Count(2) {
+		i, sub := d.Int(), d.View()
+		if d.Err() != nil {
+			break
+		}
+		if i >= len(m.windows) {
+			return fmt.Errorf("window %d of %d", i, len(m.windows))
+		}
+		if now := m.windows[i]; now >= 0 {
+			wd := codec.NewDecoder(sub)
+			if err := t.windows[now].DecodeKey(wd, key); err != nil || wd.Finish() != nil {
+				return fmt.Errorf("window %s: %w", t.rs.Windows[now].Name, cmp.Or(err, wd.Err()))
+			}
+		}
+	}
+	for range d.Count(2) {
+		i, sub := d.Int(), d.View()
+		if d.Err() != nil {
+			break
+		}
+		if i >= len(m.patterns) {
+			return fmt.Errorf("pattern %d of %d", i, len(m.patterns))
+		}
+		if now := m.patterns[i]; now >= 0 {
+			if err := t.decodePatternKey(codec.NewDecoder(sub), t.patterns[now], key); err != nil {
+				return fmt.Errorf("pattern %s: %w", t.patterns[now].p.Name, err)
+			}
+		}
+	}
+	for range d.Count(2) {
+		i, sub := d.Int(), d.View()
+		if d.Err() != nil {
+			break
+		}
+		if i >= len(m.joins) {
+			return fmt.Errorf("join %d of %d", i, len(m.joins))
+		}
+		if now := m.joins[i]; now >= 0 {
+			jd := codec.NewDecoder(sub)
+			if err := t.joins[now].op.DecodeKey(jd, key, decodeEvent); err != nil || jd.Finish() != nil {
+				return fmt.Errorf("join %s: %w", t.joins[now].j.Name, cmp.Or(err, jd.Err()))
+			}
+		}
+	}
+	return d.Finish()
+}
+
+// decodeHistories reads what encodeHistories wrote, re-projecting history
+// written under another ruleset version.
+func (t *Task) decodeHistories(d *codec.Decoder, key string, m *layoutMap) {
+	lastTime := d.Varint()
+	ks := t.keyState(key, keyHash(key))
+	t.idle.touch(ks, lastTime)
+	for range d.Count(2) {
+		si := d.Int()
+		if si >= len(m.streams) {
+			d.Fail("history of stream %d of %d", si, len(m.streams))
+			return
+		}
+		o := m.streams[si]
+		for range d.Count(4) {
+			ts := d.Varint()
+			var v any
+			if d.Bool() {
+				v = stream.DecodeRow(d, o.fields)
+			} else {
+				v = d.Value()
+			}
+			mk := rules.Mark{Set: d.Uvarint(), Failed: d.Uvarint()}
+			if ne := d.Int(); ne > 0 {
+				errs := make([]string, 0, min(ne-1, d.Len()))
+				for range ne - 1 {
+					errs = append(errs, d.String())
+				}
+				mk.Errs = &errs
+			}
+			if d.Err() != nil || !o.ok {
+				continue
+			}
+			st := t.rs.Streams[o.now]
+			if st.Retention == 0 {
+				continue
+			}
+			if !m.same {
+				// Another ruleset version: re-project to the fields its
+				// rules read and recompute the element predicates.
+				fields := rowFields(v, o.fields)
+				v, mk = project(fields, st.HistoryFields), t.ev.Mark(o.now, rules.MapFields(fields))
+			}
+			ks.hist(o.now).add(ts, v, mk)
+		}
+	}
+}
+
+// decodePatternKey reads one key's state in a pattern.
+func (t *Task) decodePatternKey(d *codec.Decoder, op *patternOp, key string) error {
+	if op.keys[key] != nil {
+		return fmt.Errorf("%w: key %q twice", codec.ErrCorrupt, key)
+	}
+	pk := op.keyState(strings.Clone(key))
+	pk.clock = d.Varint()
+	due := d.Varint()
+	buf := make([]*cep.Event, d.Count(3))
+	for i := range buf {
+		buf[i] = &cep.Event{Time: d.Varint(), Seq: d.Uvarint(), Value: decodeEvent(d)}
+	}
+	pk.buf = buf
+	if st := op.nfa.DecodeState(d, decodeEvent); st != nil {
+		pk.state = st
+	}
+	if d.Err() != nil {
+		return d.Err()
+	}
+	if due != stream.MaxTime {
+		pk.due = due
+		heap.Push(&op.due, dueEntry{at: due, key: pk})
+	}
+	return d.Finish()
 }
 
 // counters lists the Stats fields a snapshot keeps, in a fixed order.
@@ -191,143 +867,6 @@ func (s *Stats) counters() []*int64 {
 	return []*int64{&s.Records, &s.DLQ, &s.Duplicates, &s.Decisions, &s.WindowResults, &s.Late,
 		&s.RuleErrors, &s.HistoryOverflow, &s.Matches, &s.Joins, &s.Timeouts, &s.PartialsDropped,
 		&s.Lookups, &s.LookupFallbacks}
-}
-
-func (t *Task) encodeKeys(e *codec.Encoder) error {
-	keys := t.sortedKeys()
-	e.Int(len(keys))
-	for _, ks := range keys {
-		e.String(ks.key)
-		e.Varint(ks.lastTime)
-		n := 0
-		for i := range t.rs.Streams {
-			if ks.hist(i).len() > 0 {
-				n++
-			}
-		}
-		e.Int(n)
-		for i := range t.rs.Streams {
-			h := ks.hist(i)
-			if h.len() == 0 {
-				continue
-			}
-			e.Int(i)
-			e.Int(h.len())
-			for j := range h.past {
-				p := &h.past[j]
-				e.Varint(p.Time)
-				switch v := p.Value.(type) {
-				case *stream.Row:
-					e.Bool(true)
-					if err := stream.EncodeRow(e, v); err != nil {
-						return fmt.Errorf("history of %q: %w", ks.key, err)
-					}
-				default:
-					e.Bool(false)
-					if err := e.Value(v); err != nil {
-						return fmt.Errorf("history of %q: %w", ks.key, err)
-					}
-				}
-				m := p.Mark
-				e.Uvarint(m.Set)
-				e.Uvarint(m.Failed)
-				if m.Errs == nil {
-					e.Int(0)
-				} else {
-					e.Int(len(*m.Errs) + 1)
-					for _, s := range *m.Errs {
-						e.String(s)
-					}
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// sortedKeys returns the task's keys in key order (the snapshot's bytes must
-// not depend on the table's layout). It sorts an array of the keys' first
-// eight bytes, big-endian, next to their states, and compares whole keys
-// only on ties: comparing through the states read two keys from memory per
-// comparison, a cache miss each on a large key set, and was a quarter of a
-// snapshot's time at 100k keys.
-func (t *Task) sortedKeys() []*keyState {
-	type entry struct {
-		prefix uint64
-		ks     *keyState
-	}
-	entries := make([]entry, 0, t.keys.len())
-	for ks := range t.keys.all() {
-		var p uint64
-		for i := range 8 {
-			p <<= 8
-			if i < len(ks.key) {
-				p |= uint64(ks.key[i])
-			}
-		}
-		entries = append(entries, entry{p, ks})
-	}
-	slices.SortFunc(entries, func(a, b entry) int {
-		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ks.key, b.ks.key)
-	})
-	keys := make([]*keyState, len(entries))
-	for i, en := range entries {
-		keys[i] = en.ks
-	}
-	return keys
-}
-
-func (t *Task) encodeSeen(e *codec.Encoder) {
-	n := 0
-	for _, s := range t.seen {
-		if s != nil {
-			n++
-		}
-	}
-	e.Int(n)
-	for i, s := range t.seen {
-		if s == nil {
-			continue
-		}
-		e.Int(i)
-		n := 0
-		for range s.all {
-			n++
-		}
-		e.Int(n)
-		for id, en := range s.all {
-			e.String(id)
-			e.String(en.key)
-			e.Varint(en.time)
-			e.ByteSlice(en.decision)
-			e.Uvarint(uint64(en.crc))
-		}
-	}
-}
-
-func (t *Task) encodePattern(e *codec.Encoder, op *patternOp) error {
-	e.Varint(op.dropped)
-	keys := slices.Sorted(maps.Keys(op.keys))
-	e.Int(len(keys))
-	for _, k := range keys {
-		pk := op.keys[k]
-		e.String(k)
-		e.Varint(pk.clock)
-		e.Varint(pk.due)
-		e.Int(len(pk.buf))
-		for _, ev := range pk.buf {
-			if err := encodeCEPEvent(e, ev); err != nil {
-				return err
-			}
-		}
-		if err := pk.state.Encode(e, encodeEvent); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func encodeCEPEvent(e *codec.Encoder, ev *cep.Event) error {
@@ -385,115 +924,6 @@ func windowPrint(w *rules.Window) string {
 	return fmt.Sprintf("%+v %v", w.Spec, kinds)
 }
 
-// Restore loads a Snapshot into t, a task just built by NewTask that has
-// processed nothing. State of operators the running ruleset no longer has,
-// or has with another definition, is dropped; see Snapshot.
-func (t *Task) Restore(data []byte) error {
-	d := codec.NewDecoder(data)
-	if v := d.Uvarint(); d.Err() == nil && v != snapshotVersion {
-		return fmt.Errorf("task snapshot layout %d is not supported (this build reads %d)", v, snapshotVersion)
-	}
-	version := d.String()
-	same := version == t.rs.Version
-	old := make([]oldStream, d.Count(2))
-	for i := range old {
-		old[i].name = d.String()
-		old[i].fields = make([]string, d.Count(1))
-		for j := range old[i].fields {
-			old[i].fields[j] = d.String()
-		}
-		if d.Bool() {
-			old[i].fields = nil
-		}
-		old[i].now, old[i].ok = t.streamIndex(old[i].name)
-	}
-	t.wm = d.Varint()
-	t.lastSweep = d.Varint()
-	t.seq = d.Uvarint()
-	if vt := d.Varint(); t.vt != nil {
-		t.vt.now = vt
-	}
-	for _, n := range t.stats.counters() {
-		*n = d.Varint()
-	}
-	wmData := d.ByteSlice()
-	if sameStreams(old, t.rs.Streams) {
-		wd := codec.NewDecoder(wmData)
-		if err := t.wms.Decode(wd); err != nil {
-			return fmt.Errorf("watermarks: %w", err)
-		}
-	}
-	t.decodeKeys(d, old, same)
-	t.decodeSeen(d, old)
-	for range d.Count(3) {
-		name, print, sub := d.String(), d.String(), d.ByteSlice()
-		i := slices.IndexFunc(t.rs.Windows, func(w *rules.Window) bool { return w.Name == name })
-		if i >= 0 && d.Err() == nil && print == windowPrint(t.rs.Windows[i]) {
-			wd := codec.NewDecoder(sub)
-			if err := t.windows[i].Decode(wd); err != nil || wd.Finish() != nil {
-				return fmt.Errorf("window %s: %w", name, cmp.Or(err, wd.Err()))
-			}
-		}
-	}
-	for range d.Count(3) {
-		name, print, sub := d.String(), d.String(), d.ByteSlice()
-		i := slices.IndexFunc(t.patterns, func(op *patternOp) bool { return op.p.Name == name })
-		if i >= 0 && d.Err() == nil && print == t.patternPrint(name) {
-			if err := t.decodePattern(codec.NewDecoder(sub), t.patterns[i]); err != nil {
-				return fmt.Errorf("pattern %s: %w", name, err)
-			}
-		}
-	}
-	for range d.Count(3) {
-		k, b := recallKey{d.String(), d.String()}, d.ByteSlice()
-		if d.Err() == nil {
-			if t.recall == nil {
-				t.recall = make(map[recallKey][]byte)
-			}
-			t.recall[k] = b
-		}
-	}
-	for range d.Count(6) {
-		p := &pendingDecision{stream: d.Int(), id: d.String(), key: d.String(), time: d.Varint(), seq: d.Uvarint()}
-		p.fields, _ = d.Value().(map[string]any)
-		p.repeats = d.Int()
-		if d.Err() != nil {
-			break
-		}
-		if p.stream >= len(old) {
-			d.Fail("pending decision of stream %d of %d", p.stream, len(old))
-			break
-		}
-		o := old[p.stream]
-		if !o.ok || t.rs.Streams[o.now].Decide == rules.DecideNever {
-			continue // the running version no longer decides that stream
-		}
-		p.stream = o.now
-		heap.Push(&t.due, p)
-		if s := t.seen[p.stream]; s != nil {
-			if e := s.ref(p.id); e != nil {
-				e.pending = p
-			}
-		}
-	}
-	for range d.Count(3) {
-		name, print, sub := d.String(), d.String(), d.ByteSlice()
-		i := slices.IndexFunc(t.joins, func(jo *joinOp) bool { return jo.j.Name == name })
-		if i >= 0 && d.Err() == nil && print == fmt.Sprintf("%+v", t.joins[i].j.Spec) {
-			jd := codec.NewDecoder(sub)
-			if err := t.joins[i].op.Decode(jd, decodeEvent); err != nil || jd.Finish() != nil {
-				return fmt.Errorf("join %s: %w", name, cmp.Or(err, jd.Err()))
-			}
-		}
-	}
-	t.decodeFeatures(d, old)
-	if err := d.Finish(); err != nil {
-		return fmt.Errorf("task snapshot: %w", err)
-	}
-	t.claimRestored()
-	return nil
-}
-
 // oldStream is a stream of the ruleset a snapshot was written under.
 type oldStream struct {
 	name   string
@@ -513,55 +943,6 @@ func sameStreams(old []oldStream, now []*rules.Stream) bool {
 	return slices.EqualFunc(old, now, func(o oldStream, st *rules.Stream) bool { return o.name == st.Name })
 }
 
-func (t *Task) decodeKeys(d *codec.Decoder, old []oldStream, same bool) {
-	for range d.Count(3) {
-		key := d.String()
-		lastTime := d.Varint()
-		ks := t.keyState(key, keyHash(key))
-		t.idle.touch(ks, lastTime)
-		for range d.Count(2) {
-			si := d.Int()
-			if si >= len(old) {
-				d.Fail("history of stream %d of %d", si, len(old))
-				return
-			}
-			o := old[si]
-			n := d.Count(4)
-			for range n {
-				ts := d.Varint()
-				var v any
-				if d.Bool() {
-					v = stream.DecodeRow(d, o.fields)
-				} else {
-					v = d.Value()
-				}
-				m := rules.Mark{Set: d.Uvarint(), Failed: d.Uvarint()}
-				if ne := d.Int(); ne > 0 {
-					errs := make([]string, 0, min(ne-1, d.Len()))
-					for range ne - 1 {
-						errs = append(errs, d.String())
-					}
-					m.Errs = &errs
-				}
-				if d.Err() != nil || !o.ok {
-					continue
-				}
-				st := t.rs.Streams[o.now]
-				if st.Retention == 0 {
-					continue
-				}
-				if !same {
-					// Another ruleset version: re-project to the fields its
-					// rules read and recompute the element predicates.
-					fields := rowFields(v, o.fields)
-					v, m = project(fields, st.HistoryFields), t.ev.Mark(o.now, rules.MapFields(fields))
-				}
-				ks.hist(o.now).add(ts, v, m)
-			}
-		}
-	}
-}
-
 // rowFields turns a stored history value back into a field map.
 func rowFields(v any, names []string) map[string]any {
 	switch v := v.(type) {
@@ -577,50 +958,4 @@ func rowFields(v any, names []string) map[string]any {
 		return m
 	}
 	return nil
-}
-
-func (t *Task) decodeSeen(d *codec.Decoder, old []oldStream) {
-	for range d.Count(2) {
-		si := d.Int()
-		if si >= len(old) {
-			d.Fail("ids of stream %d of %d", si, len(old))
-			return
-		}
-		o := old[si]
-		var s *seenIDs
-		if o.ok {
-			s = t.seen[o.now]
-		}
-		for range d.Count(4) {
-			id, key, ts, dec, crc := d.String(), d.String(), d.Varint(), d.ByteSlice(), uint32(d.Uvarint())
-			if s != nil && d.Err() == nil {
-				s.put(id, seen{key: key, time: ts, decision: dec, crc: crc})
-			}
-		}
-	}
-}
-
-func (t *Task) decodePattern(d *codec.Decoder, op *patternOp) error {
-	op.dropped = d.Varint()
-	for range d.Count(4) {
-		pk := op.keyState(d.String())
-		pk.clock = d.Varint()
-		due := d.Varint()
-		buf := make([]*cep.Event, d.Count(3))
-		for i := range buf {
-			buf[i] = &cep.Event{Time: d.Varint(), Seq: d.Uvarint(), Value: decodeEvent(d)}
-		}
-		pk.buf = buf
-		if st := op.nfa.DecodeState(d, decodeEvent); st != nil {
-			pk.state = st
-		}
-		if d.Err() != nil {
-			return d.Err()
-		}
-		if due != stream.MaxTime {
-			pk.due = due
-			heap.Push(&op.due, dueEntry{at: due, key: pk})
-		}
-	}
-	return d.Finish()
 }

@@ -141,8 +141,19 @@ type Task struct {
 	due          pendingHeap               // decide: watermark events waiting for the watermark
 	index        int                       // the index in Process's batch of the record being processed; -1 outside it
 	snapshotSize int                       // the last Snapshot's size, to size the next one's buffer
+	needBase     bool                      // the state restored cannot take deltas (NeedsBase)
 	decided      *Decided                  // while Decide runs: where the decision of its record goes (decide.go)
 	deciding     string                    // the id Decide decides
+
+	// Incremental checkpoints (cut.go): while tracked, the keys changed
+	// since the last cut, the changes to the ids since, and the cut whose
+	// records are being encoded. A key whose keyState.stamp is epoch was
+	// touched since the last cut already.
+	track   bool
+	epoch   uint32
+	dirty   map[string]struct{}
+	journal []idChange
+	cut     *Cut
 }
 
 // keyState is what a task keeps per key. The key string is a copy owned
@@ -155,8 +166,9 @@ type Task struct {
 // find them). An event then reads adjacent memory of its key, with no
 // slice header to load first (about 1% of a replay).
 type keyState struct {
-	lastTime int64 // set through sweepQueue.touch
-	bucket   int64 // the sweep queue bucket that lists it, when listed
+	lastTime int64  // set through sweepQueue.touch
+	stamp    uint32 // the Task.epoch in which it was last touched (cut.go)
+	bucket   int64  // the sweep queue bucket that lists it, when listed
 	listed   bool
 	own      [keyStreams]history      // per stream, the first ones; empty for streams that keep none
 	ownWins  [keyWindows]window.Key   // per window, the first ones: the key's state there
@@ -259,7 +271,7 @@ func NewTask(rs *rules.Ruleset, emit func(Output), opts ...Option) (*Task, error
 	for i, st := range rs.Streams {
 		t.maxRetain = max(t.maxRetain, st.Retention)
 		if st.HasID {
-			t.seen[i] = newSeenIDs()
+			t.seen[i] = &seenIDs{stream: i}
 		}
 	}
 	t.shareIDs()
@@ -440,6 +452,7 @@ func (t *Task) process(rec *Record) {
 			}
 			ids.features[id] = jsonv.Append(nil, t.explain)
 		}
+		t.logID(rec.Stream, id)
 	}
 	t.observe(in, ts)
 }
@@ -543,8 +556,17 @@ const (
 	keyPatterns = 2
 )
 
+// keyState returns key's state, made if the key has none, for a change: a
+// tracked task records the key as changed (touch) on its first change since
+// the last cut.
 func (t *Task) keyState(key string, h uint64) *keyState {
 	ks := t.keys.get(key, h)
+	if ks != nil && ks.stamp == t.epoch {
+		return ks
+	}
+	if t.track {
+		t.touch(key)
+	}
 	if ks == nil {
 		ks = &keyState{key: strings.Clone(key), lastTime: stream.MinTime}
 		if n := len(t.rs.Streams); n > keyStreams {
@@ -552,6 +574,7 @@ func (t *Task) keyState(key string, h uint64) *keyState {
 		}
 		t.keys.insert(ks, h)
 	}
+	ks.stamp = t.epoch
 	return ks
 }
 
@@ -654,6 +677,9 @@ func (t *Task) advance(wm int64) {
 // expired events of live keys go when their key next adds to its history.
 func (t *Task) sweep() {
 	t.idle.due(horizon(t.wm, t.maxRetain), func(ks *keyState) {
+		if t.track {
+			t.touch(ks.key)
+		}
 		for i, st := range t.rs.Streams {
 			if st.Retention > 0 {
 				t.stats.HistoryOverflow += int64(ks.hist(i).evict(horizon(t.wm, st.Retention), st.MaxHistory))

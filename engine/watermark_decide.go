@@ -64,6 +64,7 @@ func (t *Task) decideDue(wm int64) {
 		if s := t.seen[p.stream]; s != nil {
 			if e := s.ref(p.id); e != nil && e.pending == p {
 				e.pending, e.decision = nil, stored
+				t.logID(p.stream, p.id)
 				for range p.repeats {
 					t.reemit(st, p.id, *e)
 				}

@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"errors"
+	"iter"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vigil-cep/vigil/internal/codec"
+)
+
+// Incremental checkpoints (docs/design.md "Checkpoints").
+//
+// A tracked task (Track) remembers which keys it changed since its last
+// checkpoint (dirty), and logs every change to its ids (journal). Cut marks
+// a checkpoint: it writes the globals — a few hundred bytes — and takes the
+// dirty set and the journal as the checkpoint's own, which costs the same
+// at a thousand keys as at a million. The records of those keys, as they
+// were at the cut, are then encoded a slice at a time by Step, between the
+// batches and requests the task goes on serving; a key the task is about to
+// change before Step reached it is encoded first (touch), so every record
+// holds the key's state at the cut. The assembly, the sort and the write
+// happen on another goroutine (Cut.Bytes).
+//
+// Why not encode on another goroutine from the start: the operators' key
+// maps and buffers are changed in place by the task, so reading them
+// concurrently would need copy-on-write in every operator, paid on every
+// event. Interleaving costs nothing when no checkpoint runs, and the work it
+// interleaves is proportional to what changed.
+
+// Track makes the task record what it changes from now on, so that Cut can
+// checkpoint only that. A task is tracked from its creation, its restore, or
+// a full Snapshot of it: a delta then holds every change since the state its
+// chain starts from. Calling it again starts over from the state as it is
+// (and clears NeedsBase: the caller took that full snapshot).
+func (t *Task) Track() {
+	t.track, t.needBase = true, false
+	t.resetTracking()
+	for _, op := range t.windows {
+		op.Watch(t.touch)
+	}
+	for _, jo := range t.joins {
+		jo.op.Watch(t.touch)
+	}
+	for _, s := range t.seen {
+		if s != nil {
+			s.journal = &t.journal
+		}
+	}
+}
+
+// resetTracking forgets what changed: the state is now its own base.
+func (t *Task) resetTracking() {
+	if !t.track {
+		return
+	}
+	t.epoch++
+	t.dirty = make(map[string]struct{})
+	t.journal = nil
+}
+
+// touch is called before a change to key's state, when the task is tracked:
+// while a cut is being encoded, a key it has not encoded yet is encoded now,
+// as it is before the change; and the key is recorded as changed.
+func (t *Task) touch(key string) {
+	if c := t.cut; c != nil {
+		if _, ok := c.pending[key]; ok {
+			c.encode(t, key)
+			delete(c.pending, key)
+		}
+	}
+	if _, ok := t.dirty[key]; !ok {
+		t.dirty[strings.Clone(key)] = struct{}{}
+	}
+}
+
+// logID journals id's entry, after it was put or changed.
+func (t *Task) logID(stream int, id string) {
+	if !t.track {
+		return
+	}
+	s := t.seen[stream]
+	en, ok := s.get(id)
+	if !ok {
+		return
+	}
+	en.pending = nil
+	t.journal = append(t.journal, idChange{kind: idPut, stream: stream, id: id, entry: en, features: s.features[id]})
+}
+
+// idChange is one change to a task's ids, in the journal.
+type idChange struct {
+	kind     uint8 // idPut, idRemove, idClear
+	stream   int
+	id       string
+	entry    seen   // idPut: the entry as it is after the change
+	features []byte // idPut: its features
+}
+
+// Cut is a checkpoint being taken: a delta holding the keys changed since
+// the previous cut (or since Track), and every change to the ids since.
+type Cut struct {
+	head    []byte // version, kind, layout and globals, written at the cut
+	ids     []idChange
+	pending map[string]struct{} // keys whose record is still to encode
+	next    func() (string, bool)
+	stop    func()
+	arena   []byte      // the records encoded so far, one after another
+	recs    []cutRecord // where each is in arena
+	err     error
+}
+
+type cutRecord struct {
+	key      string
+	from, to int
+}
+
+// ErrCutInProgress is returned by Cut while the previous cut's records are
+// still being encoded (Step has not reported it done).
+var ErrCutInProgress = errors.New("engine: a checkpoint is still being cut")
+
+// Cut marks a checkpoint of the task as it is now, on a tracked task. It
+// writes the small part of the state that is not per key at once; the
+// records of the keys changed since the previous cut are encoded by Step,
+// which must be called until it reports true before the task's next Cut.
+// Until then every change the task makes goes to the next checkpoint.
+func (t *Task) Cut() (*Cut, error) {
+	if !t.track {
+		return nil, errors.New("engine: Cut on a task that is not tracked")
+	}
+	if t.cut != nil {
+		return nil, ErrCutInProgress
+	}
+	e := codec.NewEncoder(nil)
+	e.Uvarint(layoutV2)
+	e.Uvarint(kindDelta)
+	if err := t.encodeHead(e); err != nil {
+		return nil, err
+	}
+	c := &Cut{head: e.Bytes(), ids: t.journal, pending: t.dirty}
+	t.journal = nil
+	t.dirty = make(map[string]struct{}, len(c.pending))
+	t.epoch++ // every key's next change goes through touch again
+	c.next, c.stop = iter.Pull(maps.Keys(c.pending))
+	t.cut = c
+	return c, nil
+}
+
+// Step encodes records of the cut in progress for about budget (at least
+// one record), and reports whether the cut has them all; then the task may
+// cut again, and Cut.Bytes may be called from any goroutine. With no cut in
+// progress it reports true. A budget of 0 or less encodes every record.
+func (t *Task) Step(budget time.Duration) bool {
+	start := time.Now()
+	// The clock is read after every record: a record takes microseconds
+	// to encode, and a heavy key's can take a large part of the budget.
+	return t.step(func(int) bool { return budget > 0 && time.Since(start) >= budget })
+}
+
+// step encodes records of the cut in progress until enough(n) says so after
+// the nth, or none are left (then it reports true).
+func (t *Task) step(enough func(n int) bool) bool {
+	c := t.cut
+	if c == nil {
+		return true
+	}
+	for n := 1; ; n++ {
+		key, ok := c.next()
+		if !ok {
+			c.stop()
+			t.cut = nil
+			return true
+		}
+		c.encode(t, key)
+		delete(c.pending, key)
+		if enough(n) {
+			return false
+		}
+	}
+}
+
+// encode appends key's record, as the task holds it now.
+func (c *Cut) encode(t *Task, key string) {
+	if c.err != nil {
+		return
+	}
+	from := len(c.arena)
+	e := codec.NewEncoder(c.arena)
+	if err := t.encodeKeyRecord(e, key); err != nil {
+		c.err = err
+		return
+	}
+	c.arena = e.Bytes()
+	c.recs = append(c.recs, cutRecord{key: key, from: from, to: len(c.arena)})
+}
+
+// Keys is how many key records the cut holds (once done).
+func (c *Cut) Keys() int { return len(c.recs) }
+
+// Bytes assembles the delta, once Step has reported the cut done; it may
+// run on any goroutine, as the task no longer touches the cut.
+func (c *Cut) Bytes() ([]byte, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	slices.SortFunc(c.recs, func(a, b cutRecord) int { return strings.Compare(a.key, b.key) })
+	e := codec.NewEncoder(append(make([]byte, 0, len(c.head)+len(c.arena)+64*len(c.ids)+16*len(c.recs)+16), c.head...))
+	e.Int(len(c.ids))
+	var sub codec.Encoder
+	for _, ch := range c.ids {
+		e.Uvarint(uint64(ch.kind))
+		e.Int(ch.stream)
+		switch ch.kind {
+		case idPut:
+			e.String(ch.id)
+			sub = *codec.NewEncoder(sub.Bytes()[:0])
+			encodeIDEntry(&sub, ch.entry, ch.features)
+			e.ByteSlice(sub.Bytes())
+		case idRemove:
+			e.String(ch.id)
+		}
+	}
+	e.Int(len(c.recs))
+	for _, r := range c.recs {
+		e.String(r.key)
+		e.ByteSlice(c.arena[r.from:r.to])
+	}
+	return e.Bytes(), nil
+}
