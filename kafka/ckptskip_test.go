@@ -21,19 +21,22 @@ func TestIdleTaskSkipsCheckpoint(t *testing.T) {
 		t.Fatal("no task 0")
 	}
 	// checkpoint takes a periodic checkpoint on the task's goroutine, once
-	// the save of the previous one is done, and returns how many snapshots
-	// it wrote (0 or 1).
+	// the save of the previous one is done, waits for its save, and returns
+	// how many snapshots it wrote (0 or 1).
 	checkpoint := func() uint64 {
 		wrote := make(chan uint64, 1)
 		tk.calls <- func() {
 			tk.saving.Lock()
 			//lint:ignore SA2001 the lock is taken only to wait for the save in progress, if any, to end
 			tk.saving.Unlock()
-			before := tk.seq
+			before := tk.ckpt.seq
 			if err := tk.checkpoint(context.Background(), true); err != nil {
 				t.Error(err)
 			}
-			wrote <- tk.seq - before
+			tk.finishCut() // encode the cut's records now, and start its save
+			tk.saving.Lock()
+			wrote <- tk.ckpt.seq - before
+			tk.saving.Unlock()
 		}
 		return <-wrote
 	}

@@ -97,19 +97,21 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (d
 		// (after a restore from before it, it is processed), and its
 		// decision: produced together, awaited together.
 		a := answer{d: d, acks: make(chan error, 2)}
-		t.inflight.Add(2)
+		gen := t.gen
+		wg := &t.inflight[gen]
+		wg.Add(2)
 		t.s.cl.Produce(context.Background(), &kgo.Record{Topic: st.Topic, Partition: part, Key: []byte(rec.Key), Value: body,
 			Headers: []kgo.RecordHeader{originAPI}}, func(r *kgo.Record, err error) {
 			if err == nil {
 				t.own.add(r.Topic, r.Offset)
 			}
 			a.acks <- err
-			t.inflight.Done()
+			wg.Done()
 		})
 		t.observe(d.Output)
 		t.s.cl.Produce(context.Background(), t.outRecord(d.Output, new(kgo.Record)), func(r *kgo.Record, err error) {
 			a.acks <- err
-			t.acked(r, err) // how far our decisions partition is written
+			t.acked(r, gen, err) // how far our decisions partition is written
 		})
 		reply <- a
 	}

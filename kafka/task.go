@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/vigil-cep/vigil/asyncio"
 	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/rules"
@@ -39,9 +38,10 @@ type task struct {
 
 	next     map[string]int64 // input topic -> next offset to process
 	decNext  atomic.Int64     // next offset of our decisions partition, from acks
-	seq      uint64           // latest checkpoint's sequence number
 	restored bool
 	lastCkpt time.Time
+	ckpt     ckptState // the checkpoint chain and the cut in progress (checkpoint.go)
+	stepSig  chan struct{}
 
 	switchRS  atomic.Pointer[rules.Ruleset] // a version to switch to before the next event
 	switchSig chan struct{}
@@ -60,15 +60,25 @@ type task struct {
 	guard        rules.Guard                   // the rule evaluations, for the watchdog (guard.go)
 	running      atomic.Pointer[rules.Ruleset] // rs, for the watchdog
 
-	inflight   sync.WaitGroup // produced records not yet acknowledged
-	saving     sync.Mutex     // held while a checkpoint is being saved
+	// Outputs are produced in generations, one per checkpoint: gen is the
+	// current one (the task's goroutine switches it at a cut), inflight
+	// counts each generation's records not yet acknowledged, decGen the
+	// next offset of our decisions partition after each generation's
+	// acknowledged decisions, and ackFn is each generation's callback
+	// (t.acked, then the record back to outRecords). A checkpoint's save
+	// waits for the generation before its cut only.
+	gen        int
+	inflight   [2]sync.WaitGroup
+	decGen     [2]atomic.Int64
+	ackFn      [2]func(*kgo.Record, error)
+	saving     sync.Mutex // held from a cut until its checkpoint is saved
+	saveErr    error      // the last save's outcome, read under saving
 	produceErr atomic.Pointer[error]
 	headers    [engine.KindCount][]kgo.RecordHeader
-	recs       []engine.Record          // the batch being processed, reused
-	ptrs       []*engine.Record         // pointers to recs, reused
-	enr        *engine.Enricher         // the ruleset's enrichments; nil without any
-	clock      batchClock               // the engine's processing time
-	ackFn      func(*kgo.Record, error) // t.acked, then the record back to outRecords
+	recs       []engine.Record  // the batch being processed, reused
+	ptrs       []*engine.Record // pointers to recs, reused
+	enr        *engine.Enricher // the ruleset's enrichments; nil without any
+	clock      batchClock       // the engine's processing time
 }
 
 // Checkpoint names: sections and offsets of a task's snapshot.
@@ -85,11 +95,13 @@ const (
 func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 	t := &task{s: s, part: p, in: make(chan *batch, s.cfg.QueueBatches), quit: make(chan struct{}),
 		done: make(chan struct{}), next: make(map[string]int64), switchSig: make(chan struct{}, 1),
-		calls: make(chan func(), s.cfg.APIQueue)}
+		calls: make(chan func(), s.cfg.APIQueue), stepSig: make(chan struct{}, 1)}
 	t.guard.Watch() // the watchdog reads its marks (guard.go)
-	t.ackFn = func(r *kgo.Record, err error) {
-		t.acked(r, err)
-		outRecords.Put(r)
+	for g := range t.ackFn {
+		t.ackFn[g] = func(r *kgo.Record, err error) {
+			t.acked(r, g, err)
+			outRecords.Put(r)
+		}
 	}
 	if err := t.use(s.Ruleset(), nil); err != nil {
 		return nil, err
@@ -102,19 +114,17 @@ func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 		t.eng.Close()
 		return nil, err
 	default:
-		snap := chain[len(chain)-1] // TODO chain: restored by the engine
-		if err := t.restore(snap); err != nil {
+		if err := t.restore(chain); err != nil {
 			t.eng.Close()
-			return nil, fmt.Errorf("restore checkpoint %d: %w", snap.Seq, err)
+			return nil, fmt.Errorf("restore checkpoint %d: %w", chain[len(chain)-1].Seq, err)
 		}
 	}
 	if err := t.recall(ctx); err != nil {
 		t.eng.Close()
 		return nil, err
 	}
-	// Stagger the tasks' checkpoints over the interval: a snapshot holds its
-	// task for a moment, and tasks that all snapshot at once would hold
-	// every key at the same time.
+	// Stagger the tasks' checkpoints over the interval: tasks that all cut
+	// at once would encode and write at the same time.
 	n := max(t.s.counts[InputTopics(t.rs)[0]], 1)
 	t.lastCkpt = time.Now().Add(-t.s.cfg.CheckpointInterval * time.Duration(p%n) / time.Duration(n))
 	go t.run()
@@ -159,6 +169,7 @@ func (t *task) use(rs *rules.Ruleset, data []byte) error {
 			eng.ExpectInput(st.Index, t.part)
 		}
 	}
+	eng.Track() // checkpoints hold what changed since this state (checkpoint.go)
 	for k := range engine.KindCount {
 		t.headers[k] = []kgo.RecordHeader{{Key: "kind", Value: []byte(k.String())},
 			{Key: "ruleset", Value: []byte(rs.Version)}}
@@ -185,6 +196,7 @@ func (t *task) applySwitch() {
 	if rs == nil || rs.Version == t.rs.Version {
 		return
 	}
+	t.finishCut() // the cut in progress is of the old version's state
 	old := t.eng
 	data, err := t.eng.Snapshot()
 	if err == nil {
@@ -198,17 +210,25 @@ func (t *task) applySwitch() {
 	}
 }
 
-func (t *task) restore(snap *state.Snapshot) error {
-	if err := t.eng.Restore(snap.Sections[sectionEngine]); err != nil {
+// restore loads a checkpoint chain (base first) into the task: the engine
+// state merged from every element, the offsets of the last.
+func (t *task) restore(chain []*state.Snapshot) error {
+	data := make([][]byte, len(chain))
+	for i, s := range chain {
+		data[i] = s.Sections[sectionEngine]
+	}
+	if err := t.eng.RestoreChain(data); err != nil {
 		return err
 	}
-	for name, off := range snap.Offsets {
+	tip := chain[len(chain)-1]
+	for name, off := range tip.Offsets {
 		if topic, ok := cutPrefix(name, inPrefix); ok {
 			t.next[topic] = off
 		}
 	}
-	t.decNext.Store(snap.Offsets[outPrefix+t.s.cfg.Topics.Decisions])
-	t.seq = snap.Seq
+	dec := tip.Offsets[outPrefix+t.s.cfg.Topics.Decisions]
+	t.decNext.Store(dec)
+	t.ckpt = ckptState{seq: tip.Seq, chain: len(chain), decisions: dec}
 	t.restored = true
 	return nil
 }
@@ -278,6 +298,8 @@ func (t *task) run() {
 		case b := <-t.in:
 			t.clock.read()
 			t.process(b)
+		case <-t.stepSig:
+			t.stepCut()
 		case <-tick.C:
 			t.clock.read()
 			t.eng.Tick() // idleness is measured on the wall clock
@@ -352,8 +374,8 @@ func (t *task) process(b *batch) {
 // partition p, where recall finds them.
 func (t *task) emit(o engine.Output) {
 	t.observe(o)
-	t.inflight.Add(1)
-	t.s.cl.Produce(context.Background(), t.outRecord(o, newOutRecord()), t.ackFn)
+	t.inflight[t.gen].Add(1)
+	t.s.cl.Produce(context.Background(), t.outRecord(o, newOutRecord()), t.ackFn[t.gen])
 }
 
 // outRecord fills r with output o, as the record emit writes.
@@ -387,11 +409,12 @@ func appendOrNil[T string | []byte](b []byte, v T) []byte {
 	return append(b[:0], v...)
 }
 
-// acked is the produce callback of every output: one method value (ackFn)
-// rather than a closure per record. It notes a failure, for the next
-// checkpoint to stop on, and how far our decisions partition is written.
-func (t *task) acked(r *kgo.Record, err error) {
-	defer t.inflight.Done()
+// acked is the produce callback of every output of generation gen (through
+// ackFn: one function per generation rather than a closure per record). It
+// notes a failure, for the next checkpoint to stop on, and how far our
+// decisions partition is written.
+func (t *task) acked(r *kgo.Record, gen int, err error) {
+	defer t.inflight[gen].Done()
 	if err != nil {
 		t.produceErr.CompareAndSwap(nil, &err)
 		return
@@ -399,9 +422,15 @@ func (t *task) acked(r *kgo.Record, err error) {
 	if r.Topic != t.s.cfg.Topics.Decisions {
 		return
 	}
+	storeMax(&t.decNext, r.Offset+1)
+	storeMax(&t.decGen[gen], r.Offset+1)
+}
+
+// storeMax raises v to n, if n is larger.
+func storeMax(v *atomic.Int64, n int64) {
 	for {
-		cur := t.decNext.Load()
-		if r.Offset+1 <= cur || t.decNext.CompareAndSwap(cur, r.Offset+1) {
+		cur := v.Load()
+		if n <= cur || v.CompareAndSwap(cur, n) {
 			return
 		}
 	}
@@ -489,90 +518,6 @@ func (t *task) reportGauges() {
 	}
 }
 
-// checkpoint snapshots the task once every output produced so far is
-// acknowledged (docs/design.md "Delivery"), with the input offsets and our
-// decisions partition's offset, then saves it and commits the input offsets
-// to the group (for lag monitoring: the checkpoint is what restores).
-//
-// Only the snapshot runs on the task's goroutine; with background set, the
-// save (write, fsync, commit) runs on its own goroutine while the task goes
-// on, and a checkpoint due while one is being saved is skipped. The final
-// checkpoint of a stopping task is saved in the foreground, after any save
-// in progress.
-func (t *task) checkpoint(ctx context.Context, background bool) error {
-	if background && !t.saving.TryLock() {
-		return nil // the previous one is still being written
-	}
-	if !background {
-		t.saving.Lock()
-	}
-	start := time.Now()
-	t.inflight.Wait()
-	if err := t.produceErr.Load(); err != nil {
-		t.saving.Unlock()
-		return fmt.Errorf("output not acknowledged: %w", *err)
-	}
-	w := t.work
-	w.watermark, w.version, w.decNext = t.eng.Watermark(), t.rs.Version, t.decNext.Load()
-	for _, off := range t.next {
-		w.fetched += off
-	}
-	if background && t.checkpointed != nil && *t.checkpointed == w {
-		// Nothing happened since the last checkpoint: writing the same
-		// state again would hold the task and its requests for nothing.
-		t.lastCkpt = time.Now()
-		t.saving.Unlock()
-		return nil
-	}
-	data, err := t.eng.Snapshot()
-	if err != nil {
-		t.saving.Unlock()
-		return fmt.Errorf("snapshot: %w", err)
-	}
-	t.checkpointed = &w
-	t.seq++
-	snap := &state.Snapshot{Task: t.part, Seq: t.seq, Offsets: make(map[string]int64),
-		Sections: map[string][]byte{sectionEngine: data, sectionRuleset: []byte(t.rs.Version)}}
-	commit := make(map[string]map[int32]kgo.EpochOffset, len(t.next))
-	for topic, off := range t.next {
-		snap.Offsets[inPrefix+topic] = off
-		commit[topic] = map[int32]kgo.EpochOffset{t.part: {Epoch: -1, Offset: off}}
-	}
-	snap.Offsets[outPrefix+t.s.cfg.Topics.Decisions] = t.decNext.Load()
-	t.lastCkpt = time.Now()
-	save := func() error {
-		defer t.saving.Unlock()
-		err := t.save(ctx, snap, commit)
-		t.s.cfg.Metrics.Checkpoint(time.Since(start), int64(len(data)), err)
-		return err
-	}
-	if !background {
-		return save()
-	}
-	go func() {
-		if err := save(); err != nil {
-			t.s.failWith(fmt.Errorf("task %d: checkpoint: %w", t.part, err))
-		}
-	}()
-	return nil
-}
-
-func (t *task) save(ctx context.Context, snap *state.Snapshot, commit map[string]map[int32]kgo.EpochOffset) error {
-	if err := t.s.ckpt.Save(ctx, snap); err != nil {
-		var pe *state.PruneError
-		if !errors.As(err, &pe) {
-			return err
-		}
-		t.s.log.Warn("checkpoint saved; pruning failed", "task", t.part, "err", err)
-	}
-	t.s.cl.CommitOffsetsSync(ctx, commit, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
-		if err != nil {
-			t.s.log.Warn("offset commit failed (the checkpoint holds the offsets)", "task", t.part, "err", err)
-		}
-	})
-	return nil
-}
-
 // stop ends the task: the batch in hand is finished, queued batches are
 // left to the next owner (they are after the checkpoint's offsets), and a
 // final checkpoint is taken and committed.
@@ -605,13 +550,13 @@ func (c *batchClock) read()      { c.now = time.Now().UnixMilli() }
 
 // taskWork is what a checkpoint compares to tell whether anything changed
 // since the previous one: decisions asked of the API, records fetched, and
-// what the state shows of time, version and output.
+// what the state shows of time and version. (Every output comes of one of
+// them, so the decisions offset needs no comparing.)
 type taskWork struct {
 	decides   int64
 	fetched   int64 // the sum of the next input offsets, which grows with every record fetched
 	watermark int64
 	version   string
-	decNext   int64
 }
 
 // ownEvents are the input records the decision API wrote for this task and

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 
+	"github.com/vigil-cep/vigil/state"
+
 	"encoding/json"
 	"fmt"
 	"io"
@@ -408,9 +410,12 @@ limits: {cost: 200000} # the reason reads the history three times
 `
 
 // TestServeCrashRecovery: `vigil broker` runs as its own process; `vigil
-// serve` is killed with SIGKILL at random moments while it processes, and
-// restarted each time; the newest checkpoint of a task is torn before the
-// last start. At the end every transaction has a decision, duplicates are
+// serve` is killed with SIGKILL at random moments while it processes, 20
+// times, and restarted each time; it checkpoints every 200 ms, mostly deltas
+// cut and written while it processes, with a new base every third (so kills
+// land while a cut is encoded, while a delta or a base is written, and
+// while a chain is merged); the newest checkpoint of a task is torn before
+// the last start. At the end every transaction has a decision, duplicates are
 // byte-identical, and every decision equals the uninterrupted replay's: the
 // velocity features in the reasons show no event was counted twice.
 func TestServeCrashRecovery(t *testing.T) {
@@ -427,7 +432,7 @@ func TestServeCrashRecovery(t *testing.T) {
 	broker := lastField(line)
 
 	// The workload, in chunks produced between the crashes.
-	const chunks = 12
+	const chunks = 20
 	genArgs := []string{"--events", "24000", "--users", "1500", "--seed", "11"}
 	file := filepath.Join(dir, "tx.tsv")
 	if out, err := exec.Command(vigilBinary(t), append([]string{"gen", "--kafka", "transactions", "--out", file}, genArgs...)...).CombinedOutput(); err != nil {
@@ -436,7 +441,7 @@ func TestServeCrashRecovery(t *testing.T) {
 	data, _ := os.ReadFile(file)
 	lines := strings.SplitAfter(string(data), "\n")
 	serveArgs := []string{"serve", "--brokers", broker, "--rules", rulesPath, "--data-dir", filepath.Join(dir, "state"),
-		"--checkpoint-interval", "300ms", "--checkpoints", "dir"}
+		"--checkpoint-interval", "200ms", "--checkpoint-base-every", "3", "--checkpoints", "dir"}
 	rng := time.Now().UnixNano()
 	t.Logf("kill delays seeded with %d", rng)
 	for i := range chunks {
@@ -459,6 +464,17 @@ func TestServeCrashRecovery(t *testing.T) {
 	ckpts, _ := filepath.Glob(filepath.Join(dir, "state", "checkpoints", "task-0-*.ckpt"))
 	if len(ckpts) < 2 {
 		t.Fatalf("task 0 has %d checkpoints after the crashes, want 2 or more", len(ckpts))
+	}
+	all, _ := filepath.Glob(filepath.Join(dir, "state", "checkpoints", "task-*.ckpt"))
+	deltas := 0
+	for _, f := range all {
+		b, _ := os.ReadFile(f)
+		if s, err := state.Decode(b); err == nil && s.Parent != 0 {
+			deltas++
+		}
+	}
+	if deltas == 0 {
+		t.Fatalf("none of the %d checkpoints left is a delta", len(all))
 	}
 	slices.Sort(ckpts)
 	newest := ckpts[len(ckpts)-1]

@@ -1,0 +1,267 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/state"
+)
+
+// A task's checkpoints (docs/design.md "Checkpoints") form a chain: a base,
+// then deltas, each holding what changed since the one before. At a
+// checkpoint the task marks a cut (engine.Task.Cut: the offsets, the
+// globals, the set of keys changed), which takes a fraction of a
+// millisecond whatever the number of keys; it then encodes the changed
+// keys' records a slice at a time between its batches and requests
+// (stepCut), and once they are all encoded a goroutine of the checkpoint
+// waits for the outputs produced before the cut to be acknowledged,
+// assembles the delta, saves it and commits the input offsets. Every
+// BaseEvery deltas, that goroutine also merges the chain into a new base
+// (engine.MergeSnapshots), so that a restore reads a bounded chain.
+//
+// A full snapshot on the task's goroutine, which holds the task for as long
+// as the whole state takes to encode, is taken only when the state cannot
+// take a delta: after a ruleset switch, or a restore of state written under
+// another version or by an older build (engine.Task.NeedsBase).
+
+// cutSlice is how long the task encodes a cut's records at a time before it
+// looks at its batches and requests again.
+const cutSlice = 500 * time.Microsecond
+
+// ckptState is the task's checkpoint chain and the cut in progress. The
+// task's goroutine owns it while it holds no cut, and the checkpoint's
+// goroutine from the end of the cut until it releases task.saving.
+type ckptState struct {
+	seq       uint64 // the latest snapshot saved (or restored)
+	chain     int    // snapshots in its chain; 0: none yet, the next is a base
+	decisions int64  // the decisions offset the latest snapshot holds
+	cut       *pendingCut
+}
+
+// pendingCut is a checkpoint whose records the task is still encoding.
+type pendingCut struct {
+	cut    *engine.Cut
+	snap   *state.Snapshot // without its engine section yet
+	commit map[string]map[int32]kgo.EpochOffset
+	gen    int // the output generation before the cut
+	start  time.Time
+}
+
+// checkpoint starts a checkpoint of the task (see above). With background
+// unset (the final checkpoint of a stopping task) it finishes a cut in
+// progress and saves, then cuts, encodes and saves again, all before it
+// returns; otherwise a checkpoint due while the previous one is still being
+// cut or saved is skipped, and so is one of a task that did nothing since.
+func (t *task) checkpoint(ctx context.Context, background bool) error {
+	if t.ckpt.cut != nil {
+		if background {
+			return nil // the previous one is still being cut
+		}
+		t.finishCut()
+	}
+	if background && !t.saving.TryLock() {
+		return nil // the previous one is still being saved
+	}
+	if !background {
+		t.saving.Lock()
+	}
+	if err := t.produceErr.Load(); err != nil {
+		t.saving.Unlock()
+		return fmt.Errorf("output not acknowledged: %w", *err)
+	}
+	w := t.work
+	w.watermark, w.version = t.eng.Watermark(), t.rs.Version
+	for _, off := range t.next {
+		w.fetched += off
+	}
+	if background && t.checkpointed != nil && *t.checkpointed == w {
+		// Nothing happened since the last checkpoint: writing an empty
+		// delta would only lengthen the chain.
+		t.lastCkpt = time.Now()
+		t.saving.Unlock()
+		return nil
+	}
+	t.checkpointed = &w
+	t.lastCkpt = time.Now()
+
+	pc := &pendingCut{gen: t.gen, start: time.Now(), commit: make(map[string]map[int32]kgo.EpochOffset, len(t.next))}
+	pc.snap = &state.Snapshot{Task: t.part, Seq: t.ckpt.seq + 1, Offsets: make(map[string]int64),
+		Sections: map[string][]byte{sectionRuleset: []byte(t.rs.Version)}}
+	for topic, off := range t.next {
+		pc.snap.Offsets[inPrefix+topic] = off
+		pc.commit[topic] = map[int32]kgo.EpochOffset{t.part: {Epoch: -1, Offset: off}}
+	}
+	// Outputs from now on are the next checkpoint's to wait for.
+	t.gen ^= 1
+	t.decGen[t.gen].Store(0)
+
+	if t.ckpt.chain == 0 || t.eng.NeedsBase() {
+		data, err := t.eng.Snapshot()
+		if err != nil {
+			t.saving.Unlock()
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		t.eng.Track() // the snapshot is the base the next deltas extend
+		pc.snap.Sections[sectionEngine] = data
+		return t.save(ctx, pc, background)
+	}
+	c, err := t.eng.Cut()
+	if err != nil {
+		t.saving.Unlock()
+		return fmt.Errorf("cut: %w", err)
+	}
+	pc.cut, pc.snap.Parent = c, t.ckpt.seq
+	t.ckpt.cut = pc
+	if !background {
+		t.finishCut()
+		t.saving.Lock() // the save finishCut started: the caller waits for it
+		defer t.saving.Unlock()
+		return t.saveErr
+	}
+	t.stepCut()
+	return nil
+}
+
+// stepCut encodes the records of the cut in progress for a slice of time,
+// and asks the task's loop for another slice until the cut is done; then
+// its checkpoint is saved on a goroutine of its own.
+func (t *task) stepCut() {
+	if t.ckpt.cut == nil {
+		return
+	}
+	if !t.eng.Step(cutSlice) {
+		select {
+		case t.stepSig <- struct{}{}:
+		default:
+		}
+		return
+	}
+	pc := t.ckpt.cut
+	t.ckpt.cut = nil
+	t.save(context.Background(), pc, true) // errors are reported by the goroutine
+}
+
+// finishCut encodes whatever the cut in progress still needs at once (the
+// task must not cut again, switch versions or stop with a cut unfinished),
+// and starts its save.
+func (t *task) finishCut() {
+	if pc := t.ckpt.cut; pc != nil {
+		t.eng.Step(0)
+		t.ckpt.cut = nil
+		t.save(context.Background(), pc, true)
+	}
+}
+
+// save waits for the outputs produced before the cut, completes the
+// snapshot, saves it and commits the input offsets to the group (for lag
+// monitoring: the checkpoint is what restores); with background set it
+// does so on a goroutine of its own, which fails the service on an error,
+// and returns at once. It releases task.saving when done.
+func (t *task) save(ctx context.Context, pc *pendingCut, background bool) error {
+	run := func() error {
+		defer t.saving.Unlock()
+		err := t.saveCut(ctx, pc)
+		t.saveErr = err
+		return err
+	}
+	if !background {
+		return run()
+	}
+	go func() {
+		if err := run(); err != nil {
+			t.s.failWith(fmt.Errorf("task %d: checkpoint: %w", t.part, err))
+		}
+	}()
+	return nil
+}
+
+func (t *task) saveCut(ctx context.Context, pc *pendingCut) error {
+	t.inflight[pc.gen].Wait()
+	if err := t.produceErr.Load(); err != nil {
+		return fmt.Errorf("output not acknowledged: %w", *err)
+	}
+	snap := pc.snap
+	if pc.cut != nil {
+		data, err := pc.cut.Bytes()
+		if err != nil {
+			return fmt.Errorf("cut: %w", err)
+		}
+		snap.Sections[sectionEngine] = data
+	}
+	// The decisions before the cut were all produced in generation
+	// pc.gen, and on one partition offsets follow produce order.
+	dec := max(t.ckpt.decisions, t.decGen[pc.gen].Load())
+	snap.Offsets[outPrefix+t.s.cfg.Topics.Decisions] = dec
+	err := t.store(ctx, snap, pc.commit)
+	t.s.cfg.Metrics.Checkpoint(time.Since(pc.start), int64(len(snap.Sections[sectionEngine])), err)
+	if err != nil {
+		return err
+	}
+	t.ckpt.seq, t.ckpt.decisions = snap.Seq, dec
+	if snap.Parent == 0 {
+		t.ckpt.chain = 1
+	} else {
+		t.ckpt.chain++
+	}
+	if t.ckpt.chain > t.s.cfg.CheckpointBaseEvery {
+		return t.compact(ctx)
+	}
+	return nil
+}
+
+// compact merges the task's chain, read back from the store, into a new
+// base with the state and offsets of its last delta.
+func (t *task) compact(ctx context.Context) error {
+	start := time.Now()
+	chain, err := t.s.ckpt.Chain(ctx, t.part)
+	if err != nil {
+		return fmt.Errorf("compaction: %w", err)
+	}
+	tip := chain[len(chain)-1]
+	if tip.Seq != t.ckpt.seq {
+		return fmt.Errorf("compaction: the store's latest snapshot is %d, the task saved %d", tip.Seq, t.ckpt.seq)
+	}
+	data := make([][]byte, len(chain))
+	for i, s := range chain {
+		data[i] = s.Sections[sectionEngine]
+	}
+	merged, err := engine.MergeSnapshots(data)
+	if err != nil {
+		return fmt.Errorf("compaction: %w", err)
+	}
+	base := &state.Snapshot{Task: t.part, Seq: tip.Seq + 1, Offsets: maps.Clone(tip.Offsets),
+		Sections: map[string][]byte{sectionEngine: merged, sectionRuleset: tip.Sections[sectionRuleset]}}
+	err = t.store(ctx, base, nil)
+	t.s.cfg.Metrics.Checkpoint(time.Since(start), int64(len(merged)), err)
+	if err != nil {
+		return fmt.Errorf("compaction: %w", err)
+	}
+	t.ckpt.seq, t.ckpt.chain = base.Seq, 1
+	return nil
+}
+
+// store saves snap and commits the input offsets in commit, if any.
+func (t *task) store(ctx context.Context, snap *state.Snapshot, commit map[string]map[int32]kgo.EpochOffset) error {
+	if err := t.s.ckpt.Save(ctx, snap); err != nil {
+		var pe *state.PruneError
+		if !errors.As(err, &pe) {
+			return err
+		}
+		t.s.log.Warn("checkpoint saved; pruning failed", "task", t.part, "err", err)
+	}
+	if len(commit) == 0 {
+		return nil
+	}
+	t.s.cl.CommitOffsetsSync(ctx, commit, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			t.s.log.Warn("offset commit failed (the checkpoint holds the offsets)", "task", t.part, "err", err)
+		}
+	})
+	return nil
+}
