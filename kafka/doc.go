@@ -21,17 +21,21 @@
 //
 // franz-go's callbacks run on its own goroutines:
 //   - produce promises (task.acked, the decision API's acks) touch only
-//     atomics (decNext, produceErr) and WaitGroups (inflight, a request's
-//     acks);
+//     atomics (decNext, decGen, produceErr) and WaitGroups (inflight of the
+//     record's generation, a request's acks);
 //   - group callbacks (assign, revoke) start and stop tasks under Service.mu,
 //     which guards the task map and the running ruleset and is never held
 //     while waiting on a task.
 //
-// A checkpoint snapshots on the task's goroutine once every output produced
-// so far is acknowledged (task.inflight); it then saves on a goroutine of its
-// own while the task goes on, holding task.saving, which the next checkpoint
-// takes (TryLock: a checkpoint due while one is being saved is skipped) and
-// the final checkpoint waits for.
+// A checkpoint (checkpoint.go) is cut on the task's goroutine, which also
+// encodes the cut's records in slices between batches (stepCut, through
+// task.stepSig); the cut switches the output generation (task.gen). Once the
+// records are encoded, a goroutine of the checkpoint waits for the
+// generation before the cut to be acknowledged, saves, and merges the chain
+// into a base when it is due, holding task.saving from the cut to the end of
+// the save; the next checkpoint takes it (TryLock: a checkpoint due while
+// one is being cut or saved is skipped) and the final checkpoint waits for
+// it. That goroutine alone touches task.ckpt meanwhile.
 //
 // The side goroutines Run starts — the ruleset watcher (watchRules), the
 // owners map (watchOwners), the rule watchdog and its quarantiner (guard.go)
