@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -97,7 +98,11 @@ func New(opts Options) (*Telemetry, error) {
 		reg:        prometheus.NewRegistry(),
 		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 	}
-	if err := t.reg.Register(collectors.NewGoCollector()); err != nil {
+	// The live heap (go_gc_heap_live_bytes) besides the default memstats:
+	// the state a process holds, against which its RSS and the soft memory
+	// limit (internal/gctune.HeapLimit) are read.
+	live := collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)}
+	if err := t.reg.Register(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(live))); err != nil {
 		return nil, fmt.Errorf("telemetry: register Go collector: %w", err)
 	}
 	if err := t.reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {

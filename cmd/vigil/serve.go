@@ -91,6 +91,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.Partitions = int32(*partitions)
 	defer gctune.GCPercent(gctune.ServeGOGC)()
 	defer gctune.MemoryLimit()()
+	defer gctune.HeapLimit(gctune.ServeHeapRatio, gctune.ServeHeapFloor)()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

@@ -2,9 +2,11 @@ package gctune
 
 import (
 	"math"
+	"runtime"
 	"runtime/debug"
 	"testing"
 	"testing/fstest"
+	"time"
 )
 
 func TestAvailable(t *testing.T) {
@@ -95,5 +97,57 @@ func TestGCPercent(t *testing.T) {
 	GCPercent(ServeGOGC)
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("with GOGC set, the percentage moved to %d", got)
+	}
+}
+
+func TestLimitFor(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct{ live, floor, ceiling, want int64 }{
+		{live: 10 * mib, floor: 512 * mib, ceiling: 8192 * mib, want: 512 * mib},
+		{live: 1000 * mib, floor: 512 * mib, ceiling: 8192 * mib, want: 1900 * mib},
+		{live: 1000*mib + 3, floor: 512 * mib, ceiling: 8192 * mib, want: 1900 * mib},
+		{live: 6000 * mib, floor: 512 * mib, ceiling: 8192 * mib, want: 8192 * mib},
+	} {
+		if got := limitFor(c.live, 1.9, c.floor, c.ceiling); got != c.want {
+			t.Errorf("limitFor(%d MiB): %d MiB, want %d", c.live/mib, got/mib, c.want/mib)
+		}
+	}
+}
+
+// ballast is TestHeapLimit's live heap.
+var ballast []byte
+
+// TestHeapLimit: the limit follows the live heap up and down between the
+// floor and the limit before, which it puts back when stopped.
+func TestHeapLimit(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	const mib = 1 << 20
+	before := debug.SetMemoryLimit(4096 * mib)
+	defer debug.SetMemoryLimit(before)
+	stop := HeapLimit(2, 16*mib)
+	waitLimit := func(what string, ok func(int64) bool) {
+		t.Helper()
+		for i := 0; ; i++ {
+			runtime.GC()
+			l := debug.SetMemoryLimit(-1)
+			if ok(l) {
+				return
+			}
+			if i == 400 {
+				t.Fatalf("%s: the limit is %d MiB", what, l/mib)
+			}
+			time.Sleep(heapPoll / 5)
+		}
+	}
+	ballast = make([]byte, 128*mib)
+	for i := range ballast {
+		ballast[i] = 1 // touched: live and resident
+	}
+	waitLimit("with 128 MiB live", func(l int64) bool { return l >= 256*mib && l < 320*mib })
+	ballast = nil
+	waitLimit("with the ballast gone", func(l int64) bool { return l < 64*mib })
+	stop()
+	if got := debug.SetMemoryLimit(-1); got != 4096*mib {
+		t.Errorf("after stop: %d MiB, want the limit before (4096)", got/mib)
 	}
 }
