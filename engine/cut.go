@@ -107,14 +107,24 @@ type Cut struct {
 	pending map[string]struct{} // keys whose record is still to encode
 	next    func() (string, bool)
 	stop    func()
-	arena   []byte      // the records encoded so far, one after another
-	recs    []cutRecord // where each is in arena
-	err     error
+	// The records encoded so far, in chunks that are never grown: growing
+	// one buffer by doubling allocated (and faulted in) a fresh buffer of
+	// megabytes on the task's goroutine, milliseconds at 1M keys.
+	arena [][]byte
+	recs  [][]cutRecord
+	n     int // records
+	err   error
 }
 
+// arenaChunk and recsChunk are the sizes of a Cut's chunks.
+const (
+	arenaChunk = 64 << 10
+	recsChunk  = 1024
+)
+
 type cutRecord struct {
-	key      string
-	from, to int
+	key  string
+	data []byte // in one of the arena's chunks
 }
 
 // ErrCutInProgress is returned by Cut while the previous cut's records are
@@ -141,7 +151,10 @@ func (t *Task) Cut() (*Cut, error) {
 	}
 	c := &Cut{head: e.Bytes(), ids: t.journal, pending: t.dirty}
 	t.journal = nil
-	t.dirty = make(map[string]struct{}, len(c.pending))
+	// No size hint: a map of the last cut's size, allocated and cleared
+	// here, was most of the cut's time at 1M keys; it grows with the
+	// changes instead, a key at a time.
+	t.dirty = make(map[string]struct{})
 	t.epoch++ // every key's next change goes through touch again
 	c.next, c.stop = iter.Pull(maps.Keys(c.pending))
 	t.cut = c
@@ -186,18 +199,41 @@ func (c *Cut) encode(t *Task, key string) {
 	if c.err != nil {
 		return
 	}
-	from := len(c.arena)
-	e := codec.NewEncoder(c.arena)
+	var chunk []byte
+	if n := len(c.arena); n > 0 {
+		chunk = c.arena[n-1]
+	}
+	from := len(chunk)
+	e := codec.NewEncoder(chunk)
 	if err := t.encodeKeyRecord(e, key); err != nil {
 		c.err = err
 		return
 	}
-	c.arena = e.Bytes()
-	c.recs = append(c.recs, cutRecord{key: key, from: from, to: len(c.arena)})
+	b := e.Bytes()
+	var data []byte
+	if chunk != nil && cap(b) == cap(chunk) {
+		c.arena[len(c.arena)-1] = b // it fitted
+		data = b[from:len(b):len(b)]
+	} else {
+		// It did not fit, or there was no chunk: it starts a new one,
+		// unless it is larger than a chunk.
+		data = b[from:]
+		if len(data) < arenaChunk {
+			data = append(make([]byte, 0, arenaChunk), data...)
+		}
+		c.arena = append(c.arena, data)
+		data = data[:len(data):len(data)]
+	}
+	if n := len(c.recs); n == 0 || len(c.recs[n-1]) == recsChunk {
+		c.recs = append(c.recs, make([]cutRecord, 0, recsChunk))
+	}
+	last := &c.recs[len(c.recs)-1]
+	*last = append(*last, cutRecord{key: key, data: data})
+	c.n++
 }
 
 // Keys is how many key records the cut holds (once done).
-func (c *Cut) Keys() int { return len(c.recs) }
+func (c *Cut) Keys() int { return c.n }
 
 // Bytes assembles the delta, once Step has reported the cut done; it may
 // run on any goroutine, as the task no longer touches the cut.
@@ -205,8 +241,13 @@ func (c *Cut) Bytes() ([]byte, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	slices.SortFunc(c.recs, func(a, b cutRecord) int { return strings.Compare(a.key, b.key) })
-	e := codec.NewEncoder(append(make([]byte, 0, len(c.head)+len(c.arena)+64*len(c.ids)+16*len(c.recs)+16), c.head...))
+	recs := slices.Concat(c.recs...)
+	slices.SortFunc(recs, func(a, b cutRecord) int { return strings.Compare(a.key, b.key) })
+	size := len(c.head) + 64*len(c.ids) + 16
+	for _, r := range recs {
+		size += len(r.key) + len(r.data) + 8
+	}
+	e := codec.NewEncoder(append(make([]byte, 0, size), c.head...))
 	e.Int(len(c.ids))
 	var sub codec.Encoder
 	for _, ch := range c.ids {
@@ -222,10 +263,10 @@ func (c *Cut) Bytes() ([]byte, error) {
 			e.String(ch.id)
 		}
 	}
-	e.Int(len(c.recs))
-	for _, r := range c.recs {
+	e.Int(len(recs))
+	for _, r := range recs {
 		e.String(r.key)
-		e.ByteSlice(c.arena[r.from:r.to])
+		e.ByteSlice(r.data)
 	}
 	return e.Bytes(), nil
 }

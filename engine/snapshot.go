@@ -115,10 +115,8 @@ func (t *Task) Snapshot() ([]byte, error) {
 
 // encodeHead writes the layout and globals sections.
 func (t *Task) encodeHead(e *codec.Encoder) error {
+	e.ByteSlice(t.layout())
 	var sub codec.Encoder
-	t.encodeLayout(&sub)
-	e.ByteSlice(sub.Bytes())
-	sub = codec.Encoder{}
 	if err := t.encodeGlobals(&sub); err != nil {
 		return err
 	}
@@ -542,11 +540,16 @@ func (t *Task) restoreV2(d *codec.Decoder) error {
 	return t.restorePending(pending, m)
 }
 
-// layout returns the task's layout section.
+// layout returns the task's layout section, encoded once: it prints the
+// definitions of the patterns and windows, a tenth of a millisecond that a
+// cut would otherwise spend each time.
 func (t *Task) layout() []byte {
-	var e codec.Encoder
-	t.encodeLayout(&e)
-	return e.Bytes()
+	if t.layoutBytes == nil {
+		var e codec.Encoder
+		t.encodeLayout(&e)
+		t.layoutBytes = e.Bytes()
+	}
+	return t.layoutBytes
 }
 
 // layoutMap says where what a snapshot was written under goes in the

@@ -142,6 +142,7 @@ type Task struct {
 	index        int                       // the index in Process's batch of the record being processed; -1 outside it
 	snapshotSize int                       // the last Snapshot's size, to size the next one's buffer
 	needBase     bool                      // the state restored cannot take deltas (NeedsBase)
+	layoutBytes  []byte                    // the snapshot's layout section (layout)
 	decided      *Decided                  // while Decide runs: where the decision of its record goes (decide.go)
 	deciding     string                    // the id Decide decides
 
