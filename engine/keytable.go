@@ -140,6 +140,25 @@ func (kt *keyTable) delete(ks *keyState) {
 	kt.n--
 }
 
+// reserve makes room for n keys in all, so that a table filled with a
+// known number of keys (a restore) does not grow and rehash on the way.
+func (kt *keyTable) reserve(n int) {
+	size := max(minKeyTable, len(kt.slots))
+	for n*4 > size*3 {
+		size *= 2
+	}
+	if size == len(kt.slots) {
+		return
+	}
+	old := kt.slots
+	kt.slots = make([]keySlot, size)
+	for _, sl := range old {
+		if sl.ks != nil {
+			kt.place(sl)
+		}
+	}
+}
+
 // len is the number of keys.
 func (kt *keyTable) len() int { return kt.n }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/vigil-cep/vigil/internal/codec"
 )
@@ -16,15 +17,51 @@ import (
 // and the globals are the last element's. Every element must have been
 // written under the same layout (ruleset version and definitions).
 func MergeSnapshots(chain [][]byte) ([]byte, error) {
+	m, err := mergeChain(chain)
+	if err != nil {
+		return nil, err
+	}
+	return m.encode(), nil
+}
+
+// merged is a chain merged, as views into its elements' bytes: what a full
+// snapshot holds, ready to be encoded (MergeSnapshots) or restored
+// (Task.restoreMerged) without being encoded and read again.
+type merged struct {
+	layout, globals []byte
+	ids             [][]idItem // per stream, in arrival order
+	keys            []keyRecord
+	size            int // of the largest element, to size the encoding
+}
+
+// idItem is an id and its entry (layoutV2).
+type idItem struct {
+	id    []byte
+	entry []byte
+}
+
+// keyRecord is a key and its record.
+type keyRecord struct{ key, rec []byte }
+
+// idChangeView is one change of a delta's ids section.
+type idChangeView struct {
+	kind   uint64
+	stream int
+	id     []byte
+	entry  []byte
+}
+
+// maxStreams bounds the stream indexes a snapshot may name (a corrupt one
+// could otherwise make the merge allocate for a huge index).
+const maxStreams = 1 << 16
+
+func mergeChain(chain [][]byte) (*merged, error) {
 	if len(chain) == 0 {
 		return nil, fmt.Errorf("merge snapshots: empty chain")
 	}
-	var (
-		layout, globals []byte
-		ids             []*idList // by stream
-		keys            []keyRecord
-		size            int
-	)
+	m := &merged{}
+	var changes []idChangeView
+	var delta []keyRecord // every delta's keys, in chain order
 	for i, b := range chain {
 		fail := func(err error) error {
 			return fmt.Errorf("merge snapshots: element %d of %d: %w", i+1, len(chain), err)
@@ -41,72 +78,70 @@ func MergeSnapshots(chain [][]byte) ([]byte, error) {
 		if kind != kindFull && kind != kindDelta {
 			return nil, fail(fmt.Errorf("%w: snapshot kind %d", codec.ErrCorrupt, kind))
 		}
-		if i > 0 && !bytes.Equal(l, layout) {
+		if i > 0 && !bytes.Equal(l, m.layout) {
 			return nil, fail(fmt.Errorf("written under another ruleset layout than the elements before it"))
 		}
-		layout, globals = l, g
+		if i > 0 && kind == kindFull {
+			return nil, fail(fmt.Errorf("a full snapshot after the first element"))
+		}
+		m.layout, m.globals = l, g
+		m.size = max(m.size, len(b))
 		if kind == kindFull {
-			ids, keys = nil, nil
+			m.ids = readFullIDs(d)
+		} else {
+			changes = readIDChanges(d, changes)
 		}
-		var err error
-		if ids, err = mergeIDs(d, kind, ids); err != nil {
-			return nil, fail(err)
-		}
-		var delta []keyRecord
-		for range d.Count(2) {
-			k, r := d.StringBytes(), d.View()
-			if d.Err() != nil {
-				break
-			}
-			if n := len(delta); n > 0 && bytes.Compare(delta[n-1].key, k) >= 0 {
-				return nil, fail(fmt.Errorf("%w: key %q out of order", codec.ErrCorrupt, k))
-			}
-			delta = append(delta, keyRecord{k, r})
-		}
+		keys := readKeys(d)
 		if err := d.Finish(); err != nil {
 			return nil, fail(err)
 		}
-		keys = mergeKeys(keys, delta)
-		size = max(size, len(b))
-	}
-	e := codec.NewEncoder(make([]byte, 0, size+size/8))
-	e.Uvarint(layoutV2)
-	e.Uvarint(kindFull)
-	e.ByteSlice(layout)
-	e.ByteSlice(globals)
-	n := 0
-	for _, l := range ids {
-		if l != nil && l.live > 0 {
-			n++
+		if kind == kindFull {
+			m.keys = keys
+		} else {
+			delta = append(delta, keys...)
 		}
 	}
-	e.Int(n)
-	for s, l := range ids {
-		if l == nil || l.live == 0 {
-			continue
-		}
-		e.Int(s)
-		e.Int(l.live)
-		for _, it := range l.order {
-			if it.live {
-				e.String(it.id)
-				e.ByteSlice(it.entry)
-			}
-		}
-	}
-	e.Int(len(keys))
-	for _, kr := range keys {
-		e.StringBytes(kr.key)
-		e.ByteSlice(kr.rec)
-	}
-	return e.Bytes(), nil
+	m.keys = mergeKeys(m.keys, newestRecords(delta))
+	m.ids = applyIDChanges(m.ids, changes)
+	return m, nil
 }
 
-// keyRecord is a key and its record, as bytes of a snapshot.
-type keyRecord struct{ key, rec []byte }
+// readKeys reads a keys section, checking the order.
+func readKeys(d *codec.Decoder) []keyRecord {
+	n := d.Count(2)
+	keys := make([]keyRecord, 0, min(n, d.Len()/2))
+	for range n {
+		k, r := d.StringBytes(), d.View()
+		if d.Err() != nil {
+			break
+		}
+		if n := len(keys); n > 0 && bytes.Compare(keys[n-1].key, k) >= 0 {
+			d.Fail("key %q out of order", k)
+			break
+		}
+		keys = append(keys, keyRecord{k, r})
+	}
+	return keys
+}
 
-// mergeKeys returns base with the records of delta (both sorted by key)
-// replacing base's, and keys whose delta record is empty removed.
+// newestRecords returns the newest record of each key of the deltas' keys
+// in chain order (each delta's sorted), sorted by key: a stable sort keeps
+// chain order among a key's records, and the last one wins. One sort of
+// what the deltas hold, rather than a merge with a copy per delta.
+func newestRecords(keys []keyRecord) []keyRecord {
+	slices.SortStableFunc(keys, func(a, b keyRecord) int { return bytes.Compare(a.key, b.key) })
+	out := keys[:0]
+	for i, kr := range keys {
+		if i+1 < len(keys) && bytes.Equal(keys[i+1].key, kr.key) {
+			continue
+		}
+		out = append(out, kr)
+	}
+	return out
+}
+
+// mergeKeys returns base with the records of delta (both sorted by key,
+// unique) replacing base's; keys whose delta record is empty are removed.
 func mergeKeys(base, delta []keyRecord) []keyRecord {
 	if len(delta) == 0 {
 		return base
@@ -131,90 +166,184 @@ func mergeKeys(base, delta []keyRecord) []keyRecord {
 	return out
 }
 
-// idList is one stream's ids while a chain is merged: in arrival order,
-// with an index by id.
-type idList struct {
-	order []idItem
-	index map[string]int
-	live  int
-}
-
-type idItem struct {
-	id    string
-	entry []byte
-	live  bool
-}
-
-func (l *idList) put(id string, entry []byte) {
-	if i, ok := l.index[id]; ok {
-		l.order[i].entry = entry // an update (a pending decision made) keeps its place
-		return
-	}
-	l.index[id] = len(l.order)
-	l.order = append(l.order, idItem{id: id, entry: entry, live: true})
-	l.live++
-}
-
-func (l *idList) remove(id string) {
-	if i, ok := l.index[id]; ok {
-		l.order[i].live = false
-		delete(l.index, id)
-		l.live--
-	}
-}
-
-// mergeIDs applies the ids section of one chain element to ids.
-func mergeIDs(d *codec.Decoder, kind uint64, ids []*idList) ([]*idList, error) {
-	list := func(s int) *idList {
-		for len(ids) <= s {
-			ids = append(ids, nil)
-		}
-		if ids[s] == nil {
-			ids[s] = &idList{index: make(map[string]int)}
-		}
-		return ids[s]
-	}
-	const maxStreams = 1 << 16
-	if kind == kindFull {
-		for range d.Count(2) {
-			s := d.Int()
-			if s >= maxStreams {
-				d.Fail("ids of stream %d", s)
-				break
-			}
-			l := list(s)
-			for range d.Count(2) {
-				id, entry := d.String(), d.View()
-				if d.Err() != nil {
-					break
-				}
-				l.put(id, entry)
-			}
-		}
-		return ids, d.Err()
-	}
+// readFullIDs reads a full snapshot's ids section.
+func readFullIDs(d *codec.Decoder) [][]idItem {
+	var ids [][]idItem
 	for range d.Count(2) {
-		kind, s := d.Uvarint(), d.Int()
-		if d.Err() != nil {
-			break
-		}
+		s := d.Int()
 		if s >= maxStreams {
 			d.Fail("ids of stream %d", s)
 			break
 		}
-		switch kind {
-		case idPut:
-			id, entry := d.String(), d.View()
-			if d.Err() == nil {
-				list(s).put(id, entry)
+		for len(ids) <= s {
+			ids = append(ids, nil)
+		}
+		n := d.Count(2)
+		items := make([]idItem, 0, min(n, d.Len()/2))
+		for range n {
+			id, entry := d.StringBytes(), d.View()
+			if d.Err() != nil {
+				break
 			}
+			items = append(items, idItem{id, entry})
+		}
+		ids[s] = items
+	}
+	return ids
+}
+
+// readIDChanges appends a delta's ids section to changes.
+func readIDChanges(d *codec.Decoder, changes []idChangeView) []idChangeView {
+	for range d.Count(2) {
+		ch := idChangeView{kind: d.Uvarint(), stream: d.Int()}
+		if d.Err() != nil {
+			break
+		}
+		if ch.stream >= maxStreams {
+			d.Fail("ids of stream %d", ch.stream)
+			break
+		}
+		switch ch.kind {
+		case idPut:
+			ch.id, ch.entry = d.StringBytes(), d.View()
 		case idRemove:
-			list(s).remove(d.String())
+			ch.id = d.StringBytes()
 		case idClear:
-			*list(s) = idList{index: make(map[string]int)}
 		default:
-			d.Fail("id change of kind %d", kind)
+			d.Fail("id change of kind %d", ch.kind)
+		}
+		changes = append(changes, ch)
+	}
+	return changes
+}
+
+// applyIDChanges plays the deltas' changes onto the base's ids. The base
+// holds every id of the task (hundreds of thousands) and the changes a few
+// percent of them, so only the ids the changes name are indexed: an id put
+// that the base holds, and still holds, keeps its place (a pending decision
+// made); any other put goes to the end, in the order of the changes.
+func applyIDChanges(base [][]idItem, changes []idChangeView) [][]idItem {
+	if len(changes) == 0 {
+		return base
+	}
+	const (
+		absent = iota
+		inBase
+		appended
+	)
+	type idState struct {
+		where int
+		entry []byte
+		seq   int // the append that placed it, when appended
+	}
+	streams := len(base)
+	for _, ch := range changes {
+		streams = max(streams, ch.stream+1)
+	}
+	// Per stream, so that a lookup by m[string(id)] does not allocate.
+	states := make([]map[string]*idState, streams)
+	for _, ch := range changes {
+		if ch.kind == idClear {
+			continue
+		}
+		if states[ch.stream] == nil {
+			states[ch.stream] = make(map[string]*idState)
+		}
+		if states[ch.stream][string(ch.id)] == nil {
+			states[ch.stream][string(ch.id)] = &idState{}
 		}
 	}
-	return ids, d.Err()
+	for s, items := range base {
+		if st := states[s]; len(st) > 0 {
+			for _, it := range items {
+				if x := st[string(it.id)]; x != nil {
+					x.where, x.entry = inBase, it.entry
+				}
+			}
+		}
+	}
+	type appendedID struct {
+		id  []byte
+		st  *idState
+		seq int
+	}
+	baseCleared := make([]bool, streams)
+	added := make([][]appendedID, streams)
+	seq := 0
+	for _, ch := range changes {
+		switch ch.kind {
+		case idPut:
+			st := states[ch.stream][string(ch.id)]
+			if st.where == absent {
+				seq++
+				st.where, st.seq = appended, seq
+				added[ch.stream] = append(added[ch.stream], appendedID{ch.id, st, seq})
+			}
+			st.entry = ch.entry
+		case idRemove:
+			states[ch.stream][string(ch.id)].where = absent
+		case idClear:
+			baseCleared[ch.stream] = true
+			added[ch.stream] = nil
+			for _, st := range states[ch.stream] {
+				st.where = absent
+			}
+		}
+	}
+	out := make([][]idItem, streams)
+	for s := range streams {
+		var items []idItem
+		if s < len(base) && !baseCleared[s] {
+			items = make([]idItem, 0, len(base[s])+len(added[s]))
+			for _, it := range base[s] {
+				if st := states[s][string(it.id)]; st != nil {
+					if st.where != inBase {
+						continue
+					}
+					it.entry = st.entry
+				}
+				items = append(items, it)
+			}
+		}
+		for _, a := range added[s] {
+			if a.st.where == appended && a.st.seq == a.seq {
+				items = append(items, idItem{a.id, a.st.entry})
+			}
+		}
+		out[s] = items
+	}
+	return out
+}
+
+// encode writes m as a full snapshot.
+func (m *merged) encode() []byte {
+	e := codec.NewEncoder(make([]byte, 0, m.size+m.size/8))
+	e.Uvarint(layoutV2)
+	e.Uvarint(kindFull)
+	e.ByteSlice(m.layout)
+	e.ByteSlice(m.globals)
+	n := 0
+	for _, items := range m.ids {
+		if len(items) > 0 {
+			n++
+		}
+	}
+	e.Int(n)
+	for s, items := range m.ids {
+		if len(items) == 0 {
+			continue
+		}
+		e.Int(s)
+		e.Int(len(items))
+		for _, it := range items {
+			e.StringBytes(it.id)
+			e.ByteSlice(it.entry)
+		}
+	}
+	e.Int(len(m.keys))
+	for _, kr := range m.keys {
+		e.StringBytes(kr.key)
+		e.ByteSlice(kr.rec)
+	}
+	return e.Bytes()
 }

@@ -454,51 +454,56 @@ func encodePatternKey(e *codec.Encoder, pk *patternKey) error {
 // definition, is dropped; see Snapshot. A chain of deltas goes through
 // RestoreChain.
 func (t *Task) Restore(data []byte) error {
-	// The keys a restore makes are no change to checkpoint: the state it
-	// restores is the chain's.
-	track := t.track
-	t.track = false
-	defer func() { t.track = track; t.resetTracking() }()
 	d := codec.NewDecoder(data)
 	v := d.Uvarint()
 	if d.Err() != nil {
 		return fmt.Errorf("task snapshot: %w", d.Err())
 	}
-	var err error
 	switch v {
 	case layoutV1:
-		t.needBase = true // deltas are written in layout 2 only
-		err = t.restoreV1(d)
+		return t.restoring(func() error {
+			t.needBase = true // deltas are written in layout 2 only
+			return t.restoreV1(d)
+		})
 	case layoutV2:
 		if k := d.Uvarint(); d.Err() == nil && k != kindFull {
 			return errors.New("task snapshot: a delta alone cannot be restored (RestoreChain merges it onto its base)")
 		}
-		err = t.restoreV2(d)
+		return t.RestoreChain([][]byte{data})
 	default:
 		return fmt.Errorf("task snapshot layout %d is not supported (this build reads %d and %d)", v, layoutV1, layoutV2)
 	}
-	if err != nil {
-		return err
-	}
-	t.claimRestored()
-	return nil
 }
 
 // RestoreChain restores a chain of snapshots — a full one, or a first
 // Cut, followed by the deltas cut after it, in order — as Restore does
-// their merge (MergeSnapshots).
+// their merge (MergeSnapshots), without encoding the merge and reading it
+// again. A chain of one snapshot in layout 1 restores as Restore does.
 func (t *Task) RestoreChain(chain [][]byte) error {
 	if len(chain) == 1 {
-		d := codec.NewDecoder(chain[0])
-		if v := d.Uvarint(); v == layoutV1 || (v == layoutV2 && d.Uvarint() == kindFull) {
+		if d := codec.NewDecoder(chain[0]); d.Uvarint() == layoutV1 {
 			return t.Restore(chain[0])
 		}
 	}
-	full, err := MergeSnapshots(chain)
+	m, err := mergeChain(chain)
 	if err != nil {
+		return fmt.Errorf("task snapshot: %w", err)
+	}
+	return t.restoring(func() error { return t.restoreMerged(m) })
+}
+
+// restoring runs restore on t, a task just built by NewTask: the keys it
+// makes are no change for the next checkpoint (the state is its chain's),
+// and the ids it holds are claimed in the shared IDIndex once it succeeds.
+func (t *Task) restoring(restore func() error) error {
+	track := t.track
+	t.track = false
+	defer func() { t.track = track; t.resetTracking() }()
+	if err := restore(); err != nil {
 		return err
 	}
-	return t.Restore(full)
+	t.claimRestored()
+	return nil
 }
 
 // NeedsBase reports whether the task's next checkpoint must be a full one
@@ -506,36 +511,27 @@ func (t *Task) RestoreChain(chain [][]byte) error {
 // another ruleset version or layout, so a delta on it would not merge.
 func (t *Task) NeedsBase() bool { return t.needBase }
 
-// restoreV2 reads the rest of a full layout 2 snapshot, after its version
-// and kind.
-func (t *Task) restoreV2(d *codec.Decoder) error {
-	layout, globals := d.View(), d.View()
-	if d.Err() != nil {
-		return fmt.Errorf("task snapshot: %w", d.Err())
-	}
-	if !bytes.Equal(layout, t.layout()) {
+// restoreMerged loads a merged chain.
+func (t *Task) restoreMerged(mg *merged) error {
+	if !bytes.Equal(mg.layout, t.layout()) {
 		t.needBase = true
 	}
-	m, err := t.readLayout(layout)
+	m, err := t.readLayout(mg.layout)
 	if err != nil {
 		return err
 	}
-	pending, err := t.readGlobals(globals, m)
+	pending, err := t.readGlobals(mg.globals, m)
 	if err != nil {
 		return err
 	}
-	t.decodeIDs(d, m)
-	for range d.Count(2) {
-		key, rec := d.String(), d.View()
-		if d.Err() != nil {
-			break
-		}
-		if err := t.decodeKeyRecord(key, rec, m); err != nil {
-			return fmt.Errorf("task snapshot: key %q: %w", key, err)
-		}
+	if err := t.restoreIDs(mg.ids, m); err != nil {
+		return err
 	}
-	if err := d.Finish(); err != nil {
-		return fmt.Errorf("task snapshot: %w", err)
+	t.keys.reserve(len(mg.keys))
+	for _, kr := range mg.keys {
+		if err := t.decodeKeyRecord(string(kr.key), kr.rec, m); err != nil {
+			return fmt.Errorf("task snapshot: key %q: %w", kr.key, err)
+		}
 	}
 	return t.restorePending(pending, m)
 }
@@ -703,31 +699,29 @@ func (t *Task) restorePending(pending []*pendingDecision, m *layoutMap) error {
 	return nil
 }
 
-// decodeIDs reads a full ids section. Ids of streams the running version
-// does not remember are dropped.
-func (t *Task) decodeIDs(d *codec.Decoder, m *layoutMap) {
-	for range d.Count(2) {
-		si := d.Int()
+// restoreIDs puts the ids of a merged chain. Ids of streams the running
+// version does not remember are dropped.
+func (t *Task) restoreIDs(ids [][]idItem, m *layoutMap) error {
+	for si, items := range ids {
+		if len(items) == 0 {
+			continue
+		}
 		if si >= len(m.streams) {
-			d.Fail("ids of stream %d of %d", si, len(m.streams))
-			return
+			return fmt.Errorf("task snapshot: ids of stream %d of %d", si, len(m.streams))
 		}
-		var s *seenIDs
-		if o := m.streams[si]; o.ok {
-			s = t.seen[o.now]
+		o := m.streams[si]
+		if !o.ok || t.seen[o.now] == nil {
+			continue
 		}
-		for range d.Count(2) {
-			id, entry := d.String(), d.View()
-			if s == nil || d.Err() != nil {
-				continue
-			}
-			ed := codec.NewDecoder(entry)
+		s := t.seen[o.now]
+		for _, it := range items {
+			ed := codec.NewDecoder(it.entry)
 			en := seen{key: ed.String(), time: ed.Varint(), decision: ed.ByteSlice(), crc: uint32(ed.Uvarint())}
 			features := ed.ByteSlice()
 			if err := ed.Finish(); err != nil {
-				d.Fail("id %q: %v", id, err)
-				return
+				return fmt.Errorf("task snapshot: id %q: %w", it.id, err)
 			}
+			id := string(it.id)
 			s.put(id, en)
 			if len(features) > 0 {
 				if s.features == nil {
@@ -737,6 +731,7 @@ func (t *Task) decodeIDs(d *codec.Decoder, m *layoutMap) {
 			}
 		}
 	}
+	return nil
 }
 
 // decodeKeyRecord restores one key's record.
@@ -805,7 +800,15 @@ func (t *Task) decodeHistories(d *codec.Decoder, key string, m *layoutMap) {
 			return
 		}
 		o := m.streams[si]
-		for range d.Count(4) {
+		n := d.Count(4)
+		if o.ok && n > 0 {
+			// The history's room at once: a restore reads it whole, in
+			// time order.
+			if h := ks.hist(o.now); cap(h.past) == 0 {
+				h.past = make([]rules.Past, 0, max(n, historyCap))
+			}
+		}
+		for range n {
 			ts := d.Varint()
 			var v any
 			if d.Bool() {

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"testing"
@@ -122,4 +123,20 @@ func FuzzDecodeValue(f *testing.F) {
 			t.Fatalf("re-encoding differs: %x vs %x", got, b[:len(b)-d.Len()])
 		}
 	})
+}
+
+// TestUvarintLen: the computed length is AppendUvarint's, at every length
+// boundary, and Varint's zigzag mapping too.
+func TestUvarintLen(t *testing.T) {
+	for shift := range 64 {
+		for _, u := range []uint64{1<<shift - 1, 1 << shift, 1<<shift + 1} {
+			if got, want := uvarintLen(u), len(binary.AppendUvarint(nil, u)); got != want {
+				t.Errorf("uvarintLen(%d) = %d, want %d", u, got, want)
+			}
+			v := int64(u)
+			if got, want := uvarintLen(uint64(v)<<1^uint64(v>>63)), len(binary.AppendVarint(nil, v)); got != want {
+				t.Errorf("zigzag length of %d = %d, want %d", v, got, want)
+			}
+		}
+	}
 }
