@@ -76,6 +76,12 @@ func (t *Task) touch(key string) {
 	}
 }
 
+// Changes is how many changes a tracked task holds for its next checkpoint:
+// keys changed and changes to its ids since the last cut. Both take memory
+// until the cut takes them (about a hundred bytes each), so a driver that
+// checkpoints on a long interval also checkpoints when they pile up.
+func (t *Task) Changes() int { return len(t.dirty) + len(t.journal) }
+
 // logID journals id's entry, after it was put or changed.
 func (t *Task) logID(stream int, id string) {
 	if !t.track {

@@ -199,7 +199,6 @@ func BenchmarkRestoreChain(b *testing.B) {
 	}
 	// The collector as vigil serve sets it.
 	defer gctune.GCPercent(gctune.ServeGOGC)()
-	defer gctune.HeapLimit(gctune.ServeHeapRatio, gctune.ServeHeapFloor)()
 	runtime.GC()
 	b.ResetTimer()
 	for b.Loop() {

@@ -168,8 +168,8 @@ type Task struct {
 // slice header to load first (about 1% of a replay).
 type keyState struct {
 	lastTime int64  // set through sweepQueue.touch
-	stamp    uint32 // the Task.epoch in which it was last touched (cut.go)
 	bucket   int64  // the sweep queue bucket that lists it, when listed
+	stamp    uint32 // the Task.epoch in which it was last touched (cut.go); in listed's padding
 	listed   bool
 	own      [keyStreams]history      // per stream, the first ones; empty for streams that keep none
 	ownWins  [keyWindows]window.Key   // per window, the first ones: the key's state there

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -71,5 +72,49 @@ func TestIdleTaskSkipsCheckpoint(t *testing.T) {
 	tk.calls <- func() { tk.work.decides++ } // what Decide does first
 	if n := checkpoint(); n != 1 {
 		t.Errorf("after a decision asked of the API, the checkpoint wrote %d snapshots, want 1", n)
+	}
+}
+
+// TestCheckpointOnChanges: with checkpoints an hour apart, a task whose
+// changes waiting for the next cut reach CheckpointMaxChanges checkpoints
+// anyway, and its changes start from zero again.
+func TestCheckpointOnChanges(t *testing.T) {
+	svc, _ := testService(t, rulesExplain, func(c *Config) {
+		c.CheckpointInterval = time.Hour
+		c.CheckpointMaxChanges = 8
+	})
+	waitReady(t, svc)
+	tk := svc.task(0)
+	if tk == nil {
+		t.Fatal("no task 0")
+	}
+	state := func() (seq uint64, changes int) {
+		got := make(chan struct{}, 1)
+		tk.calls <- func() {
+			changes = tk.eng.Changes()
+			tk.saving.Lock()
+			seq = tk.ckpt.seq
+			tk.saving.Unlock()
+			got <- struct{}{}
+		}
+		<-got
+		return seq, changes
+	}
+	before, _ := state()
+	var recs []*kgo.Record
+	for i := range 20 {
+		recs = append(recs, &kgo.Record{Topic: "tx", Partition: 0, Offset: int64(1<<40 + i),
+			Value: fmt.Appendf(nil, `{"tx_id":"c%d","user_id":"cu%d","amount":5,"ts":1000}`, i, i)})
+	}
+	tk.in <- &batch{topic: "tx", records: recs}
+	for i := 0; ; i++ {
+		seq, changes := state()
+		if seq > before && changes < 8 {
+			break
+		}
+		if i == 1000 {
+			t.Fatalf("no checkpoint after 20 records: seq %d (before %d), %d changes waiting", seq, before, changes)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -38,45 +38,53 @@ type Config struct {
 	// takes before they are merged into a new base (checkpoint.go): it
 	// bounds what a restore reads.
 	CheckpointBaseEvery int
-	Checkpoints         string        // the store: CheckpointsDir (default) or CheckpointsKafka
-	SessionTimeout      time.Duration // how long the group waits for a silent member before moving its partitions
-	DataDir             string        // checkpoints live under DataDir/checkpoints
-	QueueBatches        int           // fetched batches a task may have queued before its partitions pause
-	MaxBufferedRecords  int           // produced records not yet acknowledged, per process
-	Linger              time.Duration // producer linger: 0 sends at once (lowest latency)
-	FetchMaxWait        time.Duration // how long the broker may hold a fetch with no data
-	MaxRecordBytes      int           // larger input records go to the DLQ
-	APIQueue            int           // decision API requests queued per task before 429
-	ShutdownTimeout     time.Duration // bound on the final drain and checkpoint
-	RuleTimeLimit       time.Duration // a rule evaluation running longer is stopped and its rule quarantined (guard.go)
-	AdvertiseHTTP       string        // the address peers reach this instance's API at (routing.go); "": none
-	RouteWait           time.Duration // how long a request waits for its partition's owner during a rebalance
-	Logger              *slog.Logger
-	Metrics             *telemetry.Metrics   // nil: no metrics
-	Lookups             engine.LookupFactory // the lookups of the ruleset's enrichments (Redis, HTTP)
+	// CheckpointMaxChanges is how many changes (keys changed, changes to
+	// ids) a task lets pile up before it checkpoints, whatever the
+	// interval: the tracking of each takes about a hundred bytes until a
+	// cut takes it, and with checkpoints an hour apart a task at 1M users
+	// held half a gigabyte more, which the collector marked at every cycle
+	// (docs/performance.md).
+	CheckpointMaxChanges int
+	Checkpoints          string        // the store: CheckpointsDir (default) or CheckpointsKafka
+	SessionTimeout       time.Duration // how long the group waits for a silent member before moving its partitions
+	DataDir              string        // checkpoints live under DataDir/checkpoints
+	QueueBatches         int           // fetched batches a task may have queued before its partitions pause
+	MaxBufferedRecords   int           // produced records not yet acknowledged, per process
+	Linger               time.Duration // producer linger: 0 sends at once (lowest latency)
+	FetchMaxWait         time.Duration // how long the broker may hold a fetch with no data
+	MaxRecordBytes       int           // larger input records go to the DLQ
+	APIQueue             int           // decision API requests queued per task before 429
+	ShutdownTimeout      time.Duration // bound on the final drain and checkpoint
+	RuleTimeLimit        time.Duration // a rule evaluation running longer is stopped and its rule quarantined (guard.go)
+	AdvertiseHTTP        string        // the address peers reach this instance's API at (routing.go); "": none
+	RouteWait            time.Duration // how long a request waits for its partition's owner during a rebalance
+	Logger               *slog.Logger
+	Metrics              *telemetry.Metrics   // nil: no metrics
+	Lookups              engine.LookupFactory // the lookups of the ruleset's enrichments (Redis, HTTP)
 }
 
 // DefaultConfig holds the low-latency defaults (docs/design.md "Backpressure");
 // the README lists which knobs trade latency for throughput.
 var DefaultConfig = Config{
-	Group:               "vigil",
-	Topics:              DefaultTopics,
-	Partitions:          4,
-	CheckpointInterval:  10 * time.Second,
-	CheckpointKeep:      state.DefaultKeep,
-	CheckpointBaseEvery: 20,
-	Checkpoints:         CheckpointsDir,
-	SessionTimeout:      10 * time.Second,
-	DataDir:             "vigil-data",
-	QueueBatches:        4,
-	MaxBufferedRecords:  100_000,
-	Linger:              0,
-	FetchMaxWait:        50 * time.Millisecond,
-	MaxRecordBytes:      1 << 20,
-	APIQueue:            1024,
-	ShutdownTimeout:     30 * time.Second,
-	RuleTimeLimit:       time.Second,
-	RouteWait:           DefaultRouteWait,
+	Group:                "vigil",
+	Topics:               DefaultTopics,
+	Partitions:           4,
+	CheckpointInterval:   10 * time.Second,
+	CheckpointKeep:       state.DefaultKeep,
+	CheckpointBaseEvery:  20,
+	CheckpointMaxChanges: 1 << 19,
+	Checkpoints:          CheckpointsDir,
+	SessionTimeout:       10 * time.Second,
+	DataDir:              "vigil-data",
+	QueueBatches:         4,
+	MaxBufferedRecords:   100_000,
+	Linger:               0,
+	FetchMaxWait:         50 * time.Millisecond,
+	MaxRecordBytes:       1 << 20,
+	APIQueue:             1024,
+	ShutdownTimeout:      30 * time.Second,
+	RuleTimeLimit:        time.Second,
+	RouteWait:            DefaultRouteWait,
 }
 
 func (c *Config) fillDefaults() {
@@ -99,6 +107,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.Partitions <= 0 {
 		c.Partitions = d.Partitions
+	}
+	if c.CheckpointMaxChanges <= 0 {
+		c.CheckpointMaxChanges = d.CheckpointMaxChanges
 	}
 	if c.CheckpointBaseEvery <= 0 {
 		c.CheckpointBaseEvery = d.CheckpointBaseEvery

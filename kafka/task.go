@@ -307,7 +307,7 @@ func (t *task) run() {
 			if time.Since(t.lastGauges) >= gaugeEvery {
 				t.reportGauges()
 			}
-			if time.Since(t.lastCkpt) >= t.s.cfg.CheckpointInterval {
+			if time.Since(t.lastCkpt) >= t.s.cfg.CheckpointInterval || t.eng.Changes() >= t.s.cfg.CheckpointMaxChanges {
 				if err := t.checkpoint(context.Background(), true); err != nil {
 					t.err = err
 					t.s.failWith(fmt.Errorf("task %d: %w", t.part, err))

@@ -65,6 +65,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.RouteWait, "route-wait", d.RouteWait, "how long a request waits for the owner of its key while the group rebalances, before 503")
 	keysFile := fs.String("api-keys", "", "API keys (YAML or JSON list of {name, role, token}); also "+api.KeysEnv+"=name:role:token,...; without keys the API is open on a loopback address only")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) of the whole run to this file")
+	heapRatio := fs.Float64("heap-ratio", 0, "keep the process's memory within this multiple of its live heap once that passes 512 MiB (1.9 keeps RSS under twice the state); 0: off. Less memory for more collector work: at 1M users it raised the decision API's p99 from about 26 ms to 120-220 ms (docs/performance.md)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.String(configFlag, "", "YAML or JSON file of flag name: value (also VIGIL_CONFIG); precedence: flag > VIGIL_<FLAG> environment > this file > default (deployments/CONFIG.md)")
@@ -91,7 +92,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.Partitions = int32(*partitions)
 	defer gctune.GCPercent(gctune.ServeGOGC)()
 	defer gctune.MemoryLimit()()
-	defer gctune.HeapLimit(gctune.ServeHeapRatio, gctune.ServeHeapFloor)()
+	if *heapRatio > 0 {
+		defer gctune.HeapLimit(*heapRatio, gctune.ServeHeapFloor)()
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
