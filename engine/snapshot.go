@@ -560,20 +560,7 @@ type layoutMap struct {
 
 func (t *Task) readLayout(b []byte) (*layoutMap, error) {
 	d := codec.NewDecoder(b)
-	m := &layoutMap{same: d.String() == t.rs.Version}
-	m.streams = make([]oldStream, d.Count(2))
-	for i := range m.streams {
-		o := &m.streams[i]
-		o.name = d.String()
-		o.fields = make([]string, d.Count(1))
-		for j := range o.fields {
-			o.fields[j] = d.String()
-		}
-		if d.Bool() {
-			o.fields = nil
-		}
-		o.now, o.ok = t.streamIndex(o.name)
-	}
+	m := &layoutMap{same: d.String() == t.rs.Version, streams: t.readStreams(d)}
 	ops := func(find func(name, print string) int) []int {
 		idx := make([]int, d.Count(2))
 		for i := range idx {
@@ -607,6 +594,54 @@ func (t *Task) readLayout(b []byte) (*layoutMap, error) {
 		return nil, fmt.Errorf("task snapshot layout: %w", err)
 	}
 	return m, nil
+}
+
+// readStreams reads the streams a snapshot was written under (both
+// layouts), with where each is in the running ruleset.
+func (t *Task) readStreams(d *codec.Decoder) []oldStream {
+	streams := make([]oldStream, d.Count(2))
+	for i := range streams {
+		o := &streams[i]
+		o.name = d.String()
+		o.fields = make([]string, d.Count(1))
+		for j := range o.fields {
+			o.fields[j] = d.String()
+		}
+		if d.Bool() {
+			o.fields = nil
+		}
+		o.now, o.ok = t.streamIndex(o.name)
+	}
+	return streams
+}
+
+// readRecall reads the decisions recalled (both layouts) into the task.
+func (t *Task) readRecall(d *codec.Decoder) {
+	for range d.Count(3) {
+		k, b := recallKey{d.String(), d.String()}, d.ByteSlice()
+		if d.Err() == nil {
+			if t.recall == nil {
+				t.recall = make(map[recallKey][]byte)
+			}
+			t.recall[k] = b
+		}
+	}
+}
+
+// readPending reads the decisions waiting for the watermark (both
+// layouts), for restorePending once the ids they link to are restored.
+func readPending(d *codec.Decoder) []*pendingDecision {
+	var pending []*pendingDecision
+	for range d.Count(6) {
+		p := &pendingDecision{stream: d.Int(), id: d.String(), key: d.String(), time: d.Varint(), seq: d.Uvarint()}
+		p.fields, _ = d.Value().(map[string]any)
+		p.repeats = d.Int()
+		if d.Err() != nil {
+			break
+		}
+		pending = append(pending, p)
+	}
+	return pending
 }
 
 // readGlobals restores the globals section; it returns the pending
@@ -652,25 +687,8 @@ func (t *Task) readGlobals(b []byte, m *layoutMap) ([]*pendingDecision, error) {
 			}
 		}
 	}
-	for range d.Count(3) {
-		k, b := recallKey{d.String(), d.String()}, d.ByteSlice()
-		if d.Err() == nil {
-			if t.recall == nil {
-				t.recall = make(map[recallKey][]byte)
-			}
-			t.recall[k] = b
-		}
-	}
-	var pending []*pendingDecision
-	for range d.Count(6) {
-		p := &pendingDecision{stream: d.Int(), id: d.String(), key: d.String(), time: d.Varint(), seq: d.Uvarint()}
-		p.fields, _ = d.Value().(map[string]any)
-		p.repeats = d.Int()
-		if d.Err() != nil {
-			break
-		}
-		pending = append(pending, p)
-	}
+	t.readRecall(d)
+	pending := readPending(d)
 	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("task snapshot globals: %w", err)
 	}
@@ -764,8 +782,9 @@ func (t *Task) decodeKeyRecord(key string, rec []byte, m *layoutMap) error {
 			return fmt.Errorf("pattern %d of %d", i, len(m.patterns))
 		}
 		if now := m.patterns[i]; now >= 0 {
-			if err := t.decodePatternKey(codec.NewDecoder(sub), t.patterns[now], key); err != nil {
-				return fmt.Errorf("pattern %s: %w", t.patterns[now].p.Name, err)
+			pd := codec.NewDecoder(sub)
+			if err := t.decodePatternKey(pd, t.patterns[now], key); err != nil || pd.Finish() != nil {
+				return fmt.Errorf("pattern %s: %w", t.patterns[now].p.Name, cmp.Or(err, pd.Err()))
 			}
 		}
 	}
@@ -787,8 +806,8 @@ func (t *Task) decodeKeyRecord(key string, rec []byte, m *layoutMap) error {
 	return d.Finish()
 }
 
-// decodeHistories reads what encodeHistories wrote, re-projecting history
-// written under another ruleset version.
+// decodeHistories reads what encodeHistories wrote (both layouts),
+// re-projecting history written under another ruleset version.
 func (t *Task) decodeHistories(d *codec.Decoder, key string, m *layoutMap) {
 	lastTime := d.Varint()
 	ks := t.keyState(key, keyHash(key))
@@ -865,7 +884,7 @@ func (t *Task) decodePatternKey(d *codec.Decoder, op *patternOp, key string) err
 		pk.due = due
 		heap.Push(&op.due, dueEntry{at: due, key: pk})
 	}
-	return d.Finish()
+	return nil
 }
 
 // counters lists the Stats fields a snapshot keeps, in a fixed order.

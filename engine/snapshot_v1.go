@@ -2,14 +2,11 @@ package engine
 
 import (
 	"cmp"
-	"container/heap"
 	"fmt"
 	"slices"
 
-	"github.com/vigil-cep/vigil/cep"
 	"github.com/vigil-cep/vigil/internal/codec"
 	"github.com/vigil-cep/vigil/rules"
-	"github.com/vigil-cep/vigil/stream"
 )
 
 // restoreV1 reads a snapshot of layout 1 (the one builds before incremental
@@ -18,19 +15,7 @@ import (
 // its previous build left. Nothing writes this layout any more.
 func (t *Task) restoreV1(d *codec.Decoder) error {
 	version := d.String()
-	same := version == t.rs.Version
-	old := make([]oldStream, d.Count(2))
-	for i := range old {
-		old[i].name = d.String()
-		old[i].fields = make([]string, d.Count(1))
-		for j := range old[i].fields {
-			old[i].fields[j] = d.String()
-		}
-		if d.Bool() {
-			old[i].fields = nil
-		}
-		old[i].now, old[i].ok = t.streamIndex(old[i].name)
-	}
+	m := &layoutMap{same: version == t.rs.Version, streams: t.readStreams(d)}
 	t.wm = d.Varint()
 	t.lastSweep = d.Varint()
 	t.seq = d.Uvarint()
@@ -41,14 +26,16 @@ func (t *Task) restoreV1(d *codec.Decoder) error {
 		*n = d.Varint()
 	}
 	wmData := d.ByteSlice()
-	if sameStreams(old, t.rs.Streams) {
-		wd := codec.NewDecoder(wmData)
-		if err := t.wms.Decode(wd); err != nil {
+	if sameStreams(m.streams, t.rs.Streams) {
+		if err := t.wms.Decode(codec.NewDecoder(wmData)); err != nil {
 			return fmt.Errorf("watermarks: %w", err)
 		}
 	}
-	t.decodeKeys(d, old, same)
-	t.decodeSeen(d, old)
+	// The keys, each as layout 2's history part of a key record.
+	for range d.Count(3) {
+		t.decodeHistories(d, d.String(), m)
+	}
+	t.decodeSeen(d, m.streams)
 	for range d.Count(3) {
 		name, print, sub := d.String(), d.String(), d.ByteSlice()
 		i := slices.IndexFunc(t.rs.Windows, func(w *rules.Window) bool { return w.Name == name })
@@ -68,38 +55,8 @@ func (t *Task) restoreV1(d *codec.Decoder) error {
 			}
 		}
 	}
-	for range d.Count(3) {
-		k, b := recallKey{d.String(), d.String()}, d.ByteSlice()
-		if d.Err() == nil {
-			if t.recall == nil {
-				t.recall = make(map[recallKey][]byte)
-			}
-			t.recall[k] = b
-		}
-	}
-	for range d.Count(6) {
-		p := &pendingDecision{stream: d.Int(), id: d.String(), key: d.String(), time: d.Varint(), seq: d.Uvarint()}
-		p.fields, _ = d.Value().(map[string]any)
-		p.repeats = d.Int()
-		if d.Err() != nil {
-			break
-		}
-		if p.stream >= len(old) {
-			d.Fail("pending decision of stream %d of %d", p.stream, len(old))
-			break
-		}
-		o := old[p.stream]
-		if !o.ok || t.rs.Streams[o.now].Decide == rules.DecideNever {
-			continue // the running version no longer decides that stream
-		}
-		p.stream = o.now
-		heap.Push(&t.due, p)
-		if s := t.seen[p.stream]; s != nil {
-			if e := s.ref(p.id); e != nil {
-				e.pending = p
-			}
-		}
-	}
+	t.readRecall(d)
+	pending := readPending(d)
 	for range d.Count(3) {
 		name, print, sub := d.String(), d.String(), d.ByteSlice()
 		i := slices.IndexFunc(t.joins, func(jo *joinOp) bool { return jo.j.Name == name })
@@ -110,60 +67,11 @@ func (t *Task) restoreV1(d *codec.Decoder) error {
 			}
 		}
 	}
-	t.decodeFeatures(d, old)
+	t.decodeFeatures(d, m.streams)
 	if err := d.Finish(); err != nil {
 		return fmt.Errorf("task snapshot: %w", err)
 	}
-	return nil
-}
-
-func (t *Task) decodeKeys(d *codec.Decoder, old []oldStream, same bool) {
-	for range d.Count(3) {
-		key := d.String()
-		lastTime := d.Varint()
-		ks := t.keyState(key, keyHash(key))
-		t.idle.touch(ks, lastTime)
-		for range d.Count(2) {
-			si := d.Int()
-			if si >= len(old) {
-				d.Fail("history of stream %d of %d", si, len(old))
-				return
-			}
-			o := old[si]
-			n := d.Count(4)
-			for range n {
-				ts := d.Varint()
-				var v any
-				if d.Bool() {
-					v = stream.DecodeRow(d, o.fields)
-				} else {
-					v = d.Value()
-				}
-				m := rules.Mark{Set: d.Uvarint(), Failed: d.Uvarint()}
-				if ne := d.Int(); ne > 0 {
-					errs := make([]string, 0, min(ne-1, d.Len()))
-					for range ne - 1 {
-						errs = append(errs, d.String())
-					}
-					m.Errs = &errs
-				}
-				if d.Err() != nil || !o.ok {
-					continue
-				}
-				st := t.rs.Streams[o.now]
-				if st.Retention == 0 {
-					continue
-				}
-				if !same {
-					// Another ruleset version: re-project to the fields its
-					// rules read and recompute the element predicates.
-					fields := rowFields(v, o.fields)
-					v, m = project(fields, st.HistoryFields), t.ev.Mark(o.now, rules.MapFields(fields))
-				}
-				ks.hist(o.now).add(ts, v, m)
-			}
-		}
-	}
+	return t.restorePending(pending, m)
 }
 
 func (t *Task) decodeSeen(d *codec.Decoder, old []oldStream) {
@@ -187,26 +95,13 @@ func (t *Task) decodeSeen(d *codec.Decoder, old []oldStream) {
 	}
 }
 
+// decodePattern reads a pattern's state: its dropped count, then each key
+// as layout 2's record of the key in the pattern.
 func (t *Task) decodePattern(d *codec.Decoder, op *patternOp) error {
 	op.dropped = d.Varint()
 	for range d.Count(4) {
-		pk := op.keyState(d.String())
-		pk.clock = d.Varint()
-		due := d.Varint()
-		buf := make([]*cep.Event, d.Count(3))
-		for i := range buf {
-			buf[i] = &cep.Event{Time: d.Varint(), Seq: d.Uvarint(), Value: decodeEvent(d)}
-		}
-		pk.buf = buf
-		if st := op.nfa.DecodeState(d, decodeEvent); st != nil {
-			pk.state = st
-		}
-		if d.Err() != nil {
-			return d.Err()
-		}
-		if due != stream.MaxTime {
-			pk.due = due
-			heap.Push(&op.due, dueEntry{at: due, key: pk})
+		if err := t.decodePatternKey(d, op, d.String()); err != nil {
+			return err
 		}
 	}
 	return d.Finish()
