@@ -620,7 +620,9 @@ func (c *CheckpointStore) Chain(ctx context.Context, task int32) ([]*state.Snaps
 					waiting[s.Parent] = append(waiting[s.Parent], n)
 				}
 				nodes = append(nodes, n)
-				chain = winner()
+				if s.Parent == 0 {
+					chain = winner() // only a base can complete a chain
+				}
 			}
 		}
 		tr.forget(start)
@@ -786,7 +788,7 @@ func parseCkptChunk(r *kgo.Record) (ckptChunkHeader, error) {
 		return h, fmt.Errorf("%w: not a checkpoint chunk (headers task, seq, chunk, chunks, length expected once each)", state.ErrCorrupt)
 	case h.chunk >= h.chunks:
 		return h, fmt.Errorf("%w: chunk %d of %d", state.ErrCorrupt, h.chunk, h.chunks)
-	case h.parent != 0 && h.parent >= h.seq:
+	case !(&state.Snapshot{Seq: h.seq, Parent: h.parent}).ParentBelow():
 		return h, fmt.Errorf("%w: seq %d on parent %d: a parent comes before", state.ErrCorrupt, h.seq, h.parent)
 	}
 	return h, nil

@@ -498,7 +498,7 @@ func (c *chainer) load(ctx context.Context, i int) (*Snapshot, error) {
 	case err != nil:
 	case s.Task != c.task || s.Seq != f.seq:
 		err = fmt.Errorf("%w: file holds task %d seq %d", ErrCorrupt, s.Task, s.Seq)
-	case s.Parent >= s.Seq:
+	case !s.ParentBelow():
 		err = fmt.Errorf("%w: parent %d is not below seq %d", ErrCorrupt, s.Parent, s.Seq)
 	}
 	if err != nil {

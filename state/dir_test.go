@@ -741,3 +741,14 @@ func TestChainCanceled(t *testing.T) {
 		t.Errorf("Save after a canceled Chain = %v", err)
 	}
 }
+
+// TestChainSeqZeroBase: a base saved with Seq 0, as Seq numbers were
+// allowed to start before chains, restores after a restart.
+func TestChainSeqZeroBase(t *testing.T) {
+	d, reports := openTest(t)
+	mustSave(t, d, snap(2, 0))
+	wantChain(t, reopen(t, d, reports), 2, snap(2, 0))
+	if len(*reports) != 0 {
+		t.Errorf("unexpected corrupt reports: %v", *reports)
+	}
+}

@@ -70,6 +70,11 @@ type Snapshot struct {
 	Sections map[string][]byte // opaque, named by the task ("history", "windows", ...)
 }
 
+// ParentBelow reports whether s's Parent can be a snapshot before it: a base
+// (Parent 0) always, a delta when its Parent is below its Seq. Decode leaves
+// this to the stores, which skip a snapshot that fails it as corrupt.
+func (s *Snapshot) ParentBelow() bool { return s.Parent == 0 || s.Parent < s.Seq }
+
 // Encode returns the file format (version FormatVersion) of s: the magic
 // header "VIGILCKP", the format version, the task, the sequence number, the
 // parent, the offsets and then the sections, each group in sorted name
