@@ -61,10 +61,13 @@ func (t *Task) resetTracking() {
 	t.journal = nil
 }
 
-// touch is called before a change to key's state, when the task is tracked:
+// touch is called before every change to key's state. On a tracked task,
 // while a cut is being encoded, a key it has not encoded yet is encoded now,
 // as it is before the change; and the key is recorded as changed.
 func (t *Task) touch(key string) {
+	if !t.track {
+		return
+	}
 	if c := t.cut; c != nil {
 		if _, ok := c.pending[key]; ok {
 			c.encode(t, key)

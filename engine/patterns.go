@@ -155,9 +155,7 @@ func (t *Task) endPattern(pi int, op *patternOp) bool {
 	}
 	slices.SortFunc(open, func(a, b *patternKey) int { return strings.Compare(a.key, b.key) })
 	for _, pk := range open {
-		if t.track {
-			t.touch(pk.key)
-		}
+		t.touch(pk.key)
 		pk.clock = stream.MaxTime
 		saved := t.patKey
 		t.patKey = pk.key
@@ -180,9 +178,7 @@ func (t *Task) advancePattern(pi int, op *patternOp, wm int64) {
 			if pk.due != e.at {
 				continue // a stale entry: the key was queued earlier since
 			}
-			if t.track {
-				t.touch(pk.key)
-			}
+			t.touch(pk.key)
 			pk.due = stream.MaxTime
 			n := 0
 			for n < len(pk.buf) && pk.buf[n].Time <= wm {

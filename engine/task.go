@@ -565,9 +565,7 @@ func (t *Task) keyState(key string, h uint64) *keyState {
 	if ks != nil && ks.stamp == t.epoch {
 		return ks
 	}
-	if t.track {
-		t.touch(key)
-	}
+	t.touch(key)
 	if ks == nil {
 		ks = &keyState{key: strings.Clone(key), lastTime: stream.MinTime}
 		if n := len(t.rs.Streams); n > keyStreams {
@@ -678,9 +676,7 @@ func (t *Task) advance(wm int64) {
 // expired events of live keys go when their key next adds to its history.
 func (t *Task) sweep() {
 	t.idle.due(horizon(t.wm, t.maxRetain), func(ks *keyState) {
-		if t.track {
-			t.touch(ks.key)
-		}
+		t.touch(ks.key)
 		for i, st := range t.rs.Streams {
 			if st.Retention > 0 {
 				t.stats.HistoryOverflow += int64(ks.hist(i).evict(horizon(t.wm, st.Retention), st.MaxHistory))

@@ -117,13 +117,11 @@ func (t *task) checkpoint(ctx context.Context, background bool) error {
 		return fmt.Errorf("cut: %w", err)
 	}
 	pc.cut, pc.snap.Parent = c, t.ckpt.seq
-	t.ckpt.cut = pc
 	if !background {
-		t.finishCut()
-		t.saving.Lock() // the save finishCut started: the caller waits for it
-		defer t.saving.Unlock()
-		return t.saveErr
+		t.eng.Step(0)
+		return t.save(ctx, pc, false)
 	}
+	t.ckpt.cut = pc
 	t.stepCut()
 	return nil
 }
@@ -166,9 +164,7 @@ func (t *task) finishCut() {
 func (t *task) save(ctx context.Context, pc *pendingCut, background bool) error {
 	run := func() error {
 		defer t.saving.Unlock()
-		err := t.saveCut(ctx, pc)
-		t.saveErr = err
-		return err
+		return t.saveCut(ctx, pc)
 	}
 	if !background {
 		return run()

@@ -72,7 +72,6 @@ type task struct {
 	decGen     [2]atomic.Int64
 	ackFn      [2]func(*kgo.Record, error)
 	saving     sync.Mutex // held from a cut until its checkpoint is saved
-	saveErr    error      // the last save's outcome, read under saving
 	produceErr atomic.Pointer[error]
 	headers    [engine.KindCount][]kgo.RecordHeader
 	recs       []engine.Record  // the batch being processed, reused
