@@ -73,6 +73,10 @@ func (o *Operator) EncodeHeader(e *codec.Encoder) {
 	e.Varint(o.swept)
 }
 
+// Keys yields every key the operator holds state for, in no particular
+// order (for range op.Keys). The operator must not change meanwhile.
+func (o *Operator) Keys(yield func(key string) bool) { maps.Keys(o.keys)(yield) }
+
 // HasKey reports whether o buffers any element of key.
 func (o *Operator) HasKey(key string) bool {
 	_, ok := o.keys[key]
