@@ -328,58 +328,54 @@ func (t *Task) encodeKeyRecord(e *codec.Encoder, key string) error {
 			return err
 		}
 	}
+	// Each operator is asked once for the key (at 1M keys every lookup
+	// misses the caches): the indexes of those holding it first, as the
+	// count goes before the states.
+	var buf [8]int
 	var sub codec.Encoder
-	n := 0
-	for _, op := range t.windows {
+	present := buf[:0]
+	for i, op := range t.windows {
 		if op.HasKey(key) {
-			n++
+			present = append(present, i)
 		}
 	}
-	e.Int(n)
-	for i, op := range t.windows {
-		if !op.HasKey(key) {
-			continue
-		}
+	e.Int(len(present))
+	for _, i := range present {
 		sub = *codec.NewEncoder(sub.Bytes()[:0])
-		if err := op.EncodeKey(&sub, key); err != nil {
+		if err := t.windows[i].EncodeKey(&sub, key); err != nil {
 			return fmt.Errorf("window %s: %w", t.rs.Windows[i].Name, err)
 		}
 		e.Int(i)
 		e.ByteSlice(sub.Bytes())
 	}
-	n = 0
-	for _, op := range t.patterns {
-		if op.keys[key] != nil {
-			n++
+	var pks [8]*patternKey
+	held := pks[:0]
+	present = buf[:0]
+	for i, op := range t.patterns {
+		if pk := op.keys[key]; pk != nil {
+			present, held = append(present, i), append(held, pk)
 		}
 	}
-	e.Int(n)
-	for i, op := range t.patterns {
-		pk := op.keys[key]
-		if pk == nil {
-			continue
-		}
+	e.Int(len(present))
+	for j, i := range present {
 		sub = *codec.NewEncoder(sub.Bytes()[:0])
-		if err := encodePatternKey(&sub, pk); err != nil {
-			return fmt.Errorf("pattern %s: %w", op.p.Name, err)
+		if err := encodePatternKey(&sub, held[j]); err != nil {
+			return fmt.Errorf("pattern %s: %w", t.patterns[i].p.Name, err)
 		}
 		e.Int(i)
 		e.ByteSlice(sub.Bytes())
 	}
-	n = 0
-	for _, jo := range t.joins {
+	present = buf[:0]
+	for i, jo := range t.joins {
 		if jo.op.HasKey(key) {
-			n++
+			present = append(present, i)
 		}
 	}
-	e.Int(n)
-	for i, jo := range t.joins {
-		if !jo.op.HasKey(key) {
-			continue
-		}
+	e.Int(len(present))
+	for _, i := range present {
 		sub = *codec.NewEncoder(sub.Bytes()[:0])
-		if err := jo.op.EncodeKey(&sub, key, encodeEvent); err != nil {
-			return fmt.Errorf("join %s: %w", jo.j.Name, err)
+		if err := t.joins[i].op.EncodeKey(&sub, key, encodeEvent); err != nil {
+			return fmt.Errorf("join %s: %w", t.joins[i].j.Name, err)
 		}
 		e.Int(i)
 		e.ByteSlice(sub.Bytes())
