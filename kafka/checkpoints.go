@@ -126,6 +126,21 @@ type CheckpointStoreConfig struct {
 // delta whose parent is missing, is reported to OnCorrupt and skipped, and
 // so are (without a report) the deltas built on them.
 //
+// Chain reads only what is committed, so that chunks written in Kafka
+// transactions (by a task's transactional producer) count once their
+// transaction commits, and never if it aborts. The end it reads from is the
+// partition's last stable offset: the records of a transaction still open
+// lie after it, and are neither read nor waited for. It reads with the
+// read_committed isolation level, which drops the records of aborted
+// transactions, and keeps the commit and abort markers, so that a read
+// knows it has reached the end of its range when that ends with a marker.
+// Markers and aborted records leave gaps in the offsets the walk sees:
+// they are no snapshot's records, and are passed over without a report.
+// The chunks of a committed snapshot still sit at consecutive offsets (a
+// transaction produces them together, followed by its marker). On a
+// partition without transactions the last stable offset is the end of the
+// partition, and there are no gaps.
+//
 // # Trimming
 //
 // After a successful Save, the store deletes (kadm DeleteRecords) the
@@ -151,7 +166,8 @@ type CheckpointStoreConfig struct {
 // its chunks are not consecutive and fails), or it may append a complete
 // snapshot that is older in content but newer on the log, which Chain would
 // return. Deployments that cannot rule out zombies need a fence in front of
-// Save, for example a transactional producer per task.
+// Save, for example a transactional producer per task: the transactions of
+// a fenced zombie are aborted, and Chain does not see them.
 //
 // # Concurrency and sequence rules
 //
@@ -160,7 +176,8 @@ type CheckpointStoreConfig struct {
 // a consumer client of its own); calls for the same task are serialised by a
 // per-task lock. The task's latest Seq is the one this store last saved or
 // the last element of the chain Chain last returned, or, before either, the
-// seq header of the last chunk on the partition (torn or not). A Save's Seq
+// seq header of the last committed chunk on the partition (torn or not;
+// chunks of aborted or open transactions do not count). A Save's Seq
 // must exceed it (state.ErrStaleSeq otherwise), and a delta's Parent must
 // equal it (state.ErrBrokenChain otherwise; after Chain found nothing to
 // restore, only a base can be saved).
@@ -224,14 +241,12 @@ func NewCheckpointStore(ctx context.Context, brokers []string, topic string, par
 		kgo.ProducerLinger(0),
 		kgo.MetadataMinAge(100*time.Millisecond),
 	)
-	if need := cfg.ChunkBytes + ckptChunkOverhead; need > ckptKgoBatchBytes {
-		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(need)))
-	}
-	cl, err := kgo.NewClient(opts...)
+	c := &CheckpointStore{brokers: brokers, topic: topic, cfg: cfg}
+	cl, err := kgo.NewClient(append(opts, c.producerOpts()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint store %s: %w", topic, err)
 	}
-	c := &CheckpointStore{brokers: brokers, topic: topic, cfg: cfg, cl: cl, adm: kadm.NewClient(cl)}
+	c.cl, c.adm = cl, kadm.NewClient(cl)
 	c.mu.tasks = make(map[int32]*ckptTask)
 	n, err := c.ensureTopic(ctx, partitions)
 	if err != nil {
@@ -240,6 +255,15 @@ func NewCheckpointStore(ctx context.Context, brokers []string, topic string, par
 	}
 	c.mu.partitions = n
 	return c, nil
+}
+
+// producerOpts are the options a client producing the store's chunks
+// needs (SaveIn).
+func (c *CheckpointStore) producerOpts() []kgo.Opt {
+	if need := c.cfg.ChunkBytes + ckptChunkOverhead; need > ckptKgoBatchBytes {
+		return []kgo.Opt{kgo.ProducerBatchMaxBytes(int32(need))}
+	}
+	return nil
 }
 
 // Close closes the store's producer client. Calls in progress fail.
@@ -375,6 +399,31 @@ func (c *CheckpointStore) task(task int32) *ckptTask {
 // torn run of chunks, which Chain skips; the latest Seq is then unchanged.
 // Save does not keep s.
 func (c *CheckpointStore) Save(ctx context.Context, s *state.Snapshot) error {
+	return c.save(ctx, c.cl, s, true)
+}
+
+// SaveIn saves s as Save does, but produces its chunks through cl, a
+// transactional client with a transaction open (exactly-once delivery,
+// docs/design.md "Exactly-once"), and does not prune. s is on the log only
+// if that transaction commits, yet it counts as the task's latest snapshot
+// from now on: the caller commits before it saves again, and stops the task
+// if the commit fails. Older chains must stay until the commit, so the
+// caller calls Prune after it.
+func (c *CheckpointStore) SaveIn(ctx context.Context, cl *kgo.Client, s *state.Snapshot) error {
+	return c.save(ctx, cl, s, false)
+}
+
+// Prune deletes the task's records before the newest Keep chains the store
+// knows of, as Save does after a snapshot (a *state.PruneError on failure).
+func (c *CheckpointStore) Prune(ctx context.Context, task int32) error {
+	t := c.task(task)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return c.prune(ctx, task, t)
+}
+
+// save is Save through producer cl, pruning after it when prune is set.
+func (c *CheckpointStore) save(ctx context.Context, cl *kgo.Client, s *state.Snapshot, prune bool) error {
 	if s == nil {
 		return errors.New("checkpoint store: save: nil snapshot")
 	}
@@ -409,7 +458,7 @@ func (c *CheckpointStore) Save(ctx context.Context, s *state.Snapshot) error {
 		return fail(fmt.Errorf("%w: a delta on seq %d, but the latest is %d", state.ErrBrokenChain, s.Parent, t.seq))
 	}
 	recs := ckptRecords(c.topic, s, c.cfg.ChunkBytes)
-	res := c.cl.ProduceSync(ctx, recs...)
+	res := cl.ProduceSync(ctx, recs...)
 	if err := res.FirstErr(); err != nil {
 		return fail(err)
 	}
@@ -421,6 +470,9 @@ func (c *CheckpointStore) Save(ctx context.Context, s *state.Snapshot) error {
 	t.has, t.seq = true, s.Seq
 	if s.Parent == 0 {
 		t.starts = append(t.starts, first)
+	}
+	if !prune {
+		return nil
 	}
 	return c.prune(ctx, s.Task, t)
 }
@@ -487,13 +539,16 @@ func (c *CheckpointStore) prune(ctx context.Context, task int32, t *ckptTask) er
 // task, seq and parent of its headers) and whose ancestors all verify, each
 // found further back on the partition as the nearest complete snapshot whose
 // Seq is the Parent of the one after it, down to a base. It reads the
-// partition backwards from its end, each record once, and stops at the
-// chain's base. Each run of records it skips on the way (a torn save, a
-// corrupt chunk or snapshot, a record that is no chunk, a delta whose
-// parent is missing) is reported to OnCorrupt; the deltas built on one are
-// skipped without a report of their own. So a torn or corrupt newest
-// delta yields the chain ending at its parent, a corrupt delta in the middle
-// the chain before it, and a corrupt base an older chain.
+// partition backwards from its last stable offset, each record once, and
+// stops at the chain's base. It sees committed records only: the chunks of
+// aborted transactions and of transactions still open are not there for
+// it, and the transaction markers are passed over, all without a report.
+// Each run of records it skips on the way (a torn save, a corrupt chunk or
+// snapshot, a record that is no chunk, a delta whose parent is missing) is
+// reported to OnCorrupt; the deltas built on one are skipped without a
+// report of their own. So a torn or corrupt newest delta yields the chain
+// ending at its parent, a corrupt delta in the middle the chain before it,
+// and a corrupt base an older chain.
 //
 // It returns state.ErrNoSnapshot if the partition holds no complete
 // snapshot, an error wrapping state.ErrCorrupt if it holds some but none
@@ -562,7 +617,7 @@ func (c *CheckpointStore) Chain(ctx context.Context, task int32) ([]*state.Snaps
 			return nil, fail(err)
 		}
 		r := tr.get(pos)
-		if r == nil { // deleted while we read
+		if r == nil { // a transaction marker, an aborted record, or deleted while we read
 			pos--
 			continue
 		}
@@ -692,8 +747,9 @@ func (n *ckptNode) resolve() (chain []*ckptNode, broken bool) {
 	}
 }
 
-// lastSeq returns the seq header of the task's last chunk on the partition,
-// complete or not; false if the partition holds none.
+// lastSeq returns the seq header of the task's last committed chunk on the
+// partition, complete or not; false if the partition holds none. Chunks of
+// aborted or open transactions are not read, and markers are gaps.
 func (c *CheckpointStore) lastSeq(ctx context.Context, task int32) (uint64, bool, error) {
 	tr, err := c.newTail(ctx, task)
 	if err != nil {
@@ -794,12 +850,15 @@ func parseCkptChunk(r *kgo.Record) (ckptChunkHeader, error) {
 	return h, nil
 }
 
-// ckptTail reads one partition backwards: it fetches ranges ending where
-// the previous one began, and keeps the records until they are forgotten.
+// ckptTail reads the committed records of one partition backwards: it
+// fetches ranges ending where the previous one began, and keeps the data
+// records until they are forgotten. An offset it holds no record for is a
+// gap: a transaction marker, an aborted record, or a record deleted while
+// it read.
 type ckptTail struct {
 	c      *CheckpointStore
 	task   int32
-	lo, hi int64 // the partition's start and end offsets when reading began
+	lo, hi int64 // the partition's start and last stable offsets when reading began
 	from   int64 // records [from, hi) have been fetched
 	recs   map[int64]*kgo.Record
 	cl     *kgo.Client // created by the first fetch
@@ -810,9 +869,12 @@ func (c *CheckpointStore) newTail(ctx context.Context, task int32) (*ckptTail, e
 	if err != nil {
 		return nil, fmt.Errorf("list start offsets: %w", err)
 	}
-	ends, err := c.adm.ListEndOffsets(ctx, c.topic)
+	// The last stable offset, not the high watermark: what follows it is in
+	// a transaction still open, which a read_committed fetch does not return
+	// before the transaction ends.
+	ends, err := c.adm.ListCommittedOffsets(ctx, c.topic)
 	if err != nil {
-		return nil, fmt.Errorf("list end offsets: %w", err)
+		return nil, fmt.Errorf("list last stable offsets: %w", err)
 	}
 	lo, ok1 := starts.Lookup(c.topic, task)
 	hi, ok2 := ends.Lookup(c.topic, task)
@@ -822,13 +884,14 @@ func (c *CheckpointStore) newTail(ctx context.Context, task int32) (*ckptTail, e
 	case lo.Err != nil:
 		return nil, fmt.Errorf("start offset of partition %d: %w", task, lo.Err)
 	case hi.Err != nil:
-		return nil, fmt.Errorf("end offset of partition %d: %w", task, hi.Err)
+		return nil, fmt.Errorf("last stable offset of partition %d: %w", task, hi.Err)
 	}
 	return &ckptTail{c: c, task: task, lo: lo.Offset, hi: hi.Offset, from: hi.Offset, recs: make(map[int64]*kgo.Record)}, nil
 }
 
 // fetch makes sure that the records from at (or the start) to the end have
-// been read.
+// been read: the committed data records are kept, markers and aborted
+// records are not.
 func (r *ckptTail) fetch(ctx context.Context, at int64) error {
 	at = max(at, r.lo)
 	if at >= r.from {
@@ -840,6 +903,8 @@ func (r *ckptTail) fetch(ctx context.Context, at int64) error {
 		opts := append([]kgo.Opt{kgo.SeedBrokers(r.c.brokers...)}, r.c.cfg.ClientOpts...)
 		opts = append(opts,
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {r.task: kgo.NewOffset().At(at)}}),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.KeepControlRecords(),
 			kgo.FetchMaxWait(500*time.Millisecond),
 			kgo.MetadataMinAge(100*time.Millisecond),
 		)
@@ -869,13 +934,25 @@ func (r *ckptTail) fetch(ctx context.Context, at int64) error {
 			if rec.Topic != topic || rec.Partition != r.task {
 				return
 			}
-			if rec.Offset >= at && rec.Offset < to {
-				r.recs[rec.Offset] = rec
-			}
-			// Offsets of a partition without transactions have no gaps,
-			// and a reset past deleted records lands after at.
+			// The client returns records in offset order and drops only
+			// aborted ones, so every offset below to has been read once a
+			// record at to-1 or after it arrives, even if to-1 itself was
+			// aborted: a record after it is returned all the same. For a
+			// later range, to is where an earlier range began, whose read
+			// returned a record at or after to, which this read returns
+			// again (the client reads on past to). For the first range, to
+			// is the last stable offset, and the record below it is
+			// returned: a marker, a record outside transactions or one of a
+			// committed transaction. It is aborted only if its transaction
+			// aborted after another producer's, still open, began (two
+			// transactional producers writing the partition at once); the
+			// read then waits for that one to end, at most
+			// ckptFetchTimeout. A reset past deleted records lands after at.
 			if rec.Offset >= to-1 {
 				done = true
+			}
+			if rec.Offset >= at && rec.Offset < to && !rec.Attrs.IsControl() {
+				r.recs[rec.Offset] = rec
 			}
 		})
 	}
