@@ -164,7 +164,11 @@ func (t *task) finishCut() {
 func (t *task) save(ctx context.Context, pc *pendingCut, background bool) error {
 	run := func() error {
 		defer t.saving.Unlock()
-		return t.saveCut(ctx, pc)
+		err := t.saveCut(ctx, pc)
+		if err != nil {
+			t.failTxn(pc.gen, err) // the requests waiting for its commit
+		}
+		return err
 	}
 	if !background {
 		return run()
@@ -194,7 +198,7 @@ func (t *task) saveCut(ctx context.Context, pc *pendingCut) error {
 	// pc.gen, and on one partition offsets follow produce order.
 	dec := max(t.ckpt.decisions, t.decGen[pc.gen].Load())
 	snap.Offsets[outPrefix+t.s.cfg.Topics.Decisions] = dec
-	err := t.store(ctx, snap, pc.commit)
+	err := t.store(ctx, snap, pc.commit, pc.gen)
 	t.s.cfg.Metrics.Checkpoint(time.Since(pc.start), int64(len(snap.Sections[sectionEngine])), err)
 	if err != nil {
 		return err
@@ -206,14 +210,16 @@ func (t *task) saveCut(ctx context.Context, pc *pendingCut) error {
 		t.ckpt.chain++
 	}
 	if t.ckpt.chain > t.s.cfg.CheckpointBaseEvery {
-		return t.compact(ctx)
+		return t.compact(ctx, pc.gen)
 	}
 	return nil
 }
 
 // compact merges the task's chain, read back from the store, into a new
-// base with the state and offsets of its last delta.
-func (t *task) compact(ctx context.Context) error {
+// base with the state and offsets of its last delta. Under exactly-once
+// the base is saved in a transaction of generation gen's producer, which
+// has just committed the delta and holds no output yet.
+func (t *task) compact(ctx context.Context, gen int) error {
 	start := time.Now()
 	chain, err := t.s.ckpt.Chain(ctx, t.part)
 	if err != nil {
@@ -233,7 +239,7 @@ func (t *task) compact(ctx context.Context) error {
 	}
 	base := &state.Snapshot{Task: t.part, Seq: tip.Seq + 1, Offsets: maps.Clone(tip.Offsets),
 		Sections: map[string][]byte{sectionEngine: merged, sectionRuleset: tip.Sections[sectionRuleset]}}
-	err = t.store(ctx, base, nil)
+	err = t.store(ctx, base, nil, gen)
 	t.s.cfg.Metrics.Checkpoint(time.Since(start), int64(len(merged)), err)
 	if err != nil {
 		return fmt.Errorf("compaction: %w", err)
@@ -242,9 +248,16 @@ func (t *task) compact(ctx context.Context) error {
 	return nil
 }
 
-// store saves snap and commits the input offsets in commit, if any.
-func (t *task) store(ctx context.Context, snap *state.Snapshot, commit map[string]map[int32]kgo.EpochOffset) error {
-	if err := t.s.ckpt.Save(ctx, snap); err != nil {
+// store saves snap (under exactly-once, in generation gen's transaction,
+// which it commits) and commits the input offsets in commit, if any.
+func (t *task) store(ctx context.Context, snap *state.Snapshot, commit map[string]map[int32]kgo.EpochOffset, gen int) error {
+	var err error
+	if t.txn[gen] != nil {
+		err = t.saveInTxn(ctx, snap, gen)
+	} else {
+		err = t.s.ckpt.Save(ctx, snap)
+	}
+	if err != nil {
 		var pe *state.PruneError
 		if !errors.As(err, &pe) {
 			return err

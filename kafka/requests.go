@@ -35,7 +35,9 @@ func fromAPI(r *kgo.Record) bool {
 // stored decision (replay) with the features of the first answer; the same
 // id with another body is service.ErrIDConflict, and so is an id that
 // another task of this instance holds (engine.IDIndex: the guarantee does
-// not reach the tasks of other instances).
+// not reach the tasks of other instances). Under exactly-once both are
+// written in the task's transaction, and the result returns once it has
+// committed (docs/design.md "Exactly-once").
 func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (d *service.Decision, replay bool, err error) {
 	start := time.Now()
 	defer func() {
@@ -67,9 +69,10 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (d
 		return nil, false, err
 	}
 	type answer struct {
-		d    *engine.Decided
-		acks chan error // the broker's answers for the event and the decision; nil when nothing was written
-		err  error
+		d      *engine.Decided
+		acks   chan error  // the broker's answers for the event and the decision; nil when nothing was written
+		commit *txnOutcome // under exactly-once, the transaction they were written in
+		err    error
 	}
 	reply := make(chan answer, 1)
 	call := func() {
@@ -89,18 +92,22 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (d
 		}
 		d, err := t.eng.Decide(&rec)
 		if err != nil || d.Replay {
-			reply <- answer{d: d, err: err}
+			// Under exactly-once a replay too waits for the open
+			// transaction: the first answer may be in it, or in the one
+			// committing before it.
+			reply <- answer{d: d, err: err, commit: t.outcomes[t.gen]}
 			return
 		}
 		// The event, on its input partition, marked so that the task,
 		// reading it back with the id already known, re-emits nothing
 		// (after a restore from before it, it is processed), and its
 		// decision: produced together, awaited together.
-		a := answer{d: d, acks: make(chan error, 2)}
 		gen := t.gen
+		a := answer{d: d, acks: make(chan error, 2), commit: t.outcomes[gen]}
 		wg := &t.inflight[gen]
 		wg.Add(2)
-		t.s.cl.Produce(context.Background(), &kgo.Record{Topic: st.Topic, Partition: part, Key: []byte(rec.Key), Value: body,
+		cl := t.producer(gen)
+		cl.Produce(context.Background(), &kgo.Record{Topic: st.Topic, Partition: part, Key: []byte(rec.Key), Value: body,
 			Headers: []kgo.RecordHeader{originAPI}}, func(r *kgo.Record, err error) {
 			if err == nil {
 				t.own.add(r.Topic, r.Offset)
@@ -109,7 +116,7 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (d
 			wg.Done()
 		})
 		t.observe(d.Output)
-		t.s.cl.Produce(context.Background(), t.outRecord(d.Output, new(kgo.Record)), func(r *kgo.Record, err error) {
+		cl.Produce(context.Background(), t.outRecord(d.Output, new(kgo.Record)), func(r *kgo.Record, err error) {
 			a.acks <- err
 			t.acked(r, gen, err) // how far our decisions partition is written
 		})
@@ -137,6 +144,13 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (d
 			}
 		case <-ctx.Done():
 			return nil, false, ctx.Err()
+		}
+	}
+	if a.commit != nil {
+		// Exactly-once: the decision is answered once it is visible to
+		// read_committed consumers, at the task's next checkpoint.
+		if err := a.commit.wait(ctx); err != nil {
+			return nil, false, fmt.Errorf("not recorded: %w", err)
 		}
 	}
 	return &service.Decision{Record: a.d.Output.Value, Features: features(a.d.Features)}, a.d.Replay, nil

@@ -45,22 +45,26 @@ type Config struct {
 	// held half a gigabyte more, which the collector marked at every cycle
 	// (docs/performance.md).
 	CheckpointMaxChanges int
-	Checkpoints          string        // the store: CheckpointsDir (default) or CheckpointsKafka
-	SessionTimeout       time.Duration // how long the group waits for a silent member before moving its partitions
-	DataDir              string        // checkpoints live under DataDir/checkpoints
-	QueueBatches         int           // fetched batches a task may have queued before its partitions pause
-	MaxBufferedRecords   int           // produced records not yet acknowledged, per process
-	Linger               time.Duration // producer linger: 0 sends at once (lowest latency)
-	FetchMaxWait         time.Duration // how long the broker may hold a fetch with no data
-	MaxRecordBytes       int           // larger input records go to the DLQ
-	APIQueue             int           // decision API requests queued per task before 429
-	ShutdownTimeout      time.Duration // bound on the final drain and checkpoint
-	RuleTimeLimit        time.Duration // a rule evaluation running longer is stopped and its rule quarantined (guard.go)
-	AdvertiseHTTP        string        // the address peers reach this instance's API at (routing.go); "": none
-	RouteWait            time.Duration // how long a request waits for its partition's owner during a rebalance
-	Logger               *slog.Logger
-	Metrics              *telemetry.Metrics   // nil: no metrics
-	Lookups              engine.LookupFactory // the lookups of the ruleset's enrichments (Redis, HTTP)
+	Checkpoints          string // the store: CheckpointsDir (default) or CheckpointsKafka
+	// Delivery is AtLeastOnce (the default) or ExactlyOnce, which needs
+	// the Kafka store: each checkpoint is committed in one transaction
+	// with the outputs before it (txn.go).
+	Delivery           string
+	SessionTimeout     time.Duration // how long the group waits for a silent member before moving its partitions
+	DataDir            string        // checkpoints live under DataDir/checkpoints
+	QueueBatches       int           // fetched batches a task may have queued before its partitions pause
+	MaxBufferedRecords int           // produced records not yet acknowledged, per process
+	Linger             time.Duration // producer linger: 0 sends at once (lowest latency)
+	FetchMaxWait       time.Duration // how long the broker may hold a fetch with no data
+	MaxRecordBytes     int           // larger input records go to the DLQ
+	APIQueue           int           // decision API requests queued per task before 429
+	ShutdownTimeout    time.Duration // bound on the final drain and checkpoint
+	RuleTimeLimit      time.Duration // a rule evaluation running longer is stopped and its rule quarantined (guard.go)
+	AdvertiseHTTP      string        // the address peers reach this instance's API at (routing.go); "": none
+	RouteWait          time.Duration // how long a request waits for its partition's owner during a rebalance
+	Logger             *slog.Logger
+	Metrics            *telemetry.Metrics   // nil: no metrics
+	Lookups            engine.LookupFactory // the lookups of the ruleset's enrichments (Redis, HTTP)
 }
 
 // DefaultConfig holds the low-latency defaults (docs/design.md "Backpressure");
@@ -74,6 +78,7 @@ var DefaultConfig = Config{
 	CheckpointBaseEvery:  20,
 	CheckpointMaxChanges: 1 << 19,
 	Checkpoints:          CheckpointsDir,
+	Delivery:             AtLeastOnce,
 	SessionTimeout:       10 * time.Second,
 	DataDir:              "vigil-data",
 	QueueBatches:         4,
@@ -122,6 +127,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.Checkpoints == "" {
 		c.Checkpoints = d.Checkpoints
+	}
+	if c.Delivery == "" {
+		c.Delivery = d.Delivery
 	}
 	if c.SessionTimeout <= 0 {
 		c.SessionTimeout = d.SessionTimeout
@@ -173,7 +181,10 @@ type Service struct {
 	cl     *kgo.Client
 	adm    *kadm.Client
 	ckpt   state.Backend
-	log    *slog.Logger
+	// txnStore is ckpt under exactly-once, where tasks save their
+	// checkpoints in their transactions (CheckpointStore.SaveIn).
+	txnStore *CheckpointStore
+	log      *slog.Logger
 
 	mu     sync.Mutex
 	rs     *rules.Ruleset // the running version; tasks switch to it between events
@@ -205,6 +216,13 @@ type Service struct {
 // named seed (a note is logged when the topic holds another document).
 func New(ctx context.Context, cfg Config, seed []byte, seedExplicit bool) (*Service, error) {
 	cfg.fillDefaults()
+	switch {
+	case cfg.Delivery != AtLeastOnce && cfg.Delivery != ExactlyOnce:
+		return nil, fmt.Errorf("delivery %q: want %s or %s", cfg.Delivery, AtLeastOnce, ExactlyOnce)
+	case cfg.Delivery == ExactlyOnce && cfg.Checkpoints != CheckpointsKafka:
+		return nil, fmt.Errorf("delivery %s needs the %s checkpoint store, not %q: a checkpoint is committed in the transaction of the outputs before it",
+			ExactlyOnce, CheckpointsKafka, cfg.Checkpoints)
+	}
 	kopts, err := cfg.Kafka.Opts()
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
@@ -241,6 +259,9 @@ func New(ctx context.Context, cfg Config, seed []byte, seedExplicit bool) (*Serv
 	if s.ckpt, err = s.openCheckpoints(ctx); err != nil {
 		s.adm.Close()
 		return nil, err
+	}
+	if cfg.Delivery == ExactlyOnce {
+		s.txnStore = s.ckpt.(*CheckpointStore)
 	}
 	return s, nil
 }
@@ -348,7 +369,7 @@ func (s *Service) Run(ctx context.Context) error {
 	defer s.rulesCl.Close()
 	rs := s.Ruleset()
 	inputs := InputTopics(rs)
-	cl, err := s.client(
+	opts := []kgo.Opt{
 		kgo.ConsumerGroup(s.cfg.Group),
 		// Static membership (KIP-345): a process restarted after a crash
 		// takes its old place, and partitions, at once, instead of waiting
@@ -368,13 +389,19 @@ func (s *Service) Run(ctx context.Context) error {
 		kgo.FetchMaxWait(s.cfg.FetchMaxWait),
 		// A fetch's bytes sit in memory until its task takes them: keep it
 		// to a few MiB (the default is 50 MiB) so that pausing bounds memory.
-		kgo.FetchMaxBytes(4<<20),
-		kgo.FetchMaxPartitionBytes(1<<20),
+		kgo.FetchMaxBytes(4 << 20),
+		kgo.FetchMaxPartitionBytes(1 << 20),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(s.cfg.MaxBufferedRecords),
 		kgo.ProducerLinger(s.cfg.Linger),
 		kgo.RecordDeliveryTimeout(0),
-	)
+	}
+	if s.cfg.Delivery == ExactlyOnce {
+		// Records of transactions not committed, or aborted, are not
+		// input: the decision API's own events among them.
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := s.client(opts...)
 	if err != nil {
 		return err
 	}

@@ -30,13 +30,7 @@ func testService(t *testing.T, rules string, opts ...func(*Config)) (*Service, s
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	cfg := Config{Kafka: kconf.Config{Brokers: []string{b.Addr()}}, DataDir: t.TempDir(), Partitions: 2,
-		CheckpointInterval: 200 * time.Millisecond, ShutdownTimeout: 10 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	svc, err := New(context.Background(), cfg, []byte(rules), true)
+	svc, err := New(context.Background(), testConfig(t, b.Addr(), opts...), []byte(rules), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +44,17 @@ func testService(t *testing.T, rules string, opts ...func(*Config)) (*Service, s
 		}
 	})
 	return svc, b.Addr()
+}
+
+// testConfig is the Config of testService's service on the broker at addr.
+func testConfig(t *testing.T, addr string, opts ...func(*Config)) Config {
+	cfg := Config{Kafka: kconf.Config{Brokers: []string{addr}}, DataDir: t.TempDir(), Partitions: 2,
+		CheckpointInterval: 200 * time.Millisecond, ShutdownTimeout: 10 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg
 }
 
 type testWriter struct{ t *testing.T }

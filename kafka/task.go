@@ -67,11 +67,16 @@ type task struct {
 	// acknowledged decisions, and ackFn is each generation's callback
 	// (t.acked, then the record back to outRecords). A checkpoint's save
 	// waits for the generation before its cut only.
-	gen        int
-	inflight   [2]sync.WaitGroup
-	decGen     [2]atomic.Int64
-	ackFn      [2]func(*kgo.Record, error)
-	saving     sync.Mutex // held from a cut until its checkpoint is saved
+	gen      int
+	inflight [2]sync.WaitGroup
+	decGen   [2]atomic.Int64
+	ackFn    [2]func(*kgo.Record, error)
+	saving   sync.Mutex // held from a cut until its checkpoint is saved
+	// Under exactly-once (txn.go), each generation's transactional
+	// producer, and how its open transaction ends; nil under
+	// at-least-once.
+	txn        [2]*kgo.Client
+	outcomes   [2]*txnOutcome
 	produceErr atomic.Pointer[error]
 	headers    [engine.KindCount][]kgo.RecordHeader
 	recs       []engine.Record  // the batch being processed, reused
@@ -106,20 +111,9 @@ func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 		return nil, err
 	}
 	t.watermark.Store(stream.MinTime)
-	chain, err := s.ckpt.Chain(ctx, p)
-	switch {
-	case errors.Is(err, state.ErrNoSnapshot):
-	case err != nil:
+	if err := t.start(ctx); err != nil {
 		t.eng.Close()
-		return nil, err
-	default:
-		if err := t.restore(chain); err != nil {
-			t.eng.Close()
-			return nil, fmt.Errorf("restore checkpoint %d: %w", chain[len(chain)-1].Seq, err)
-		}
-	}
-	if err := t.recall(ctx); err != nil {
-		t.eng.Close()
+		t.closeTxns()
 		return nil, err
 	}
 	// Stagger the tasks' checkpoints over the interval: tasks that all cut
@@ -128,6 +122,34 @@ func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 	t.lastCkpt = time.Now().Add(-t.s.cfg.CheckpointInterval * time.Duration(p%n) / time.Duration(n))
 	go t.run()
 	return t, nil
+}
+
+// start fences the task's previous owner (exactly-once), restores the
+// task's checkpoint chain, and recalls the decisions emitted after it
+// (at-least-once).
+func (t *task) start(ctx context.Context) error {
+	if t.s.cfg.Delivery == ExactlyOnce {
+		if err := t.openTxns(ctx); err != nil {
+			return err
+		}
+	}
+	chain, err := t.s.ckpt.Chain(ctx, t.part)
+	switch {
+	case errors.Is(err, state.ErrNoSnapshot):
+	case err != nil:
+		return err
+	default:
+		if err := t.restore(chain); err != nil {
+			return fmt.Errorf("restore checkpoint %d: %w", chain[len(chain)-1].Seq, err)
+		}
+	}
+	if t.s.cfg.Delivery == ExactlyOnce {
+		// What the task emitted after its checkpoint was in transactions
+		// that did not commit: no consumer saw it, and there is nothing to
+		// emit again as it was.
+		return nil
+	}
+	return t.recall(ctx)
 }
 
 // use makes the task run rs, carrying over the state of data (a snapshot)
@@ -285,7 +307,9 @@ func (t *task) recall(ctx context.Context) error {
 
 func (t *task) run() {
 	defer close(t.done)
-	tick := time.NewTicker(100 * time.Millisecond)
+	// The tick measures idleness and starts checkpoints; under
+	// exactly-once a checkpoint is also when outputs become visible.
+	tick := time.NewTicker(min(100*time.Millisecond, t.s.cfg.CheckpointInterval))
 	defer tick.Stop()
 	for {
 		select {
@@ -374,7 +398,7 @@ func (t *task) process(b *batch) {
 func (t *task) emit(o engine.Output) {
 	t.observe(o)
 	t.inflight[t.gen].Add(1)
-	t.s.cl.Produce(context.Background(), t.outRecord(o, newOutRecord()), t.ackFn[t.gen])
+	t.producer(t.gen).Produce(context.Background(), t.outRecord(o, newOutRecord()), t.ackFn[t.gen])
 }
 
 // outRecord fills r with output o, as the record emit writes.
@@ -528,6 +552,7 @@ func (t *task) stop(ctx context.Context) error {
 		return ctx.Err()
 	}
 	defer t.eng.Close() // the next owner of the partition holds its ids now
+	defer t.closeTxns()
 
 	if t.enr != nil {
 		defer t.enr.Close()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,8 +38,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Group, "group", d.Group, "consumer group: instances in one group share the partitions")
 	fs.StringVar(&cfg.InstanceID, "instance-id", "", "static group member id, stable across restarts (default: from the host name and --data-dir)")
 	partitions := fs.Int("partitions", int(d.Partitions), "partitions of the topics Vigil creates (tasks run one per partition)")
-	fs.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", d.CheckpointInterval, "how often each task checkpoints and commits")
-	fs.IntVar(&cfg.CheckpointBaseEvery, "checkpoint-base-every", d.CheckpointBaseEvery, "checkpoints are deltas of what changed; after this many a task merges its chain into a new full base (bounds what a restore reads)")
+	fs.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", d.CheckpointInterval, "how often each task checkpoints and commits; under --delivery exactly-once outputs become visible at a checkpoint, and the default is "+kafka.ExactlyOnceDefaults.CheckpointInterval.String())
+	fs.IntVar(&cfg.CheckpointBaseEvery, "checkpoint-base-every", d.CheckpointBaseEvery, "checkpoints are deltas of what changed; after this many a task merges its chain into a new full base (bounds what a restore reads); under --delivery exactly-once the default is "+strconv.Itoa(kafka.ExactlyOnceDefaults.CheckpointBaseEvery))
+	fs.StringVar(&cfg.Delivery, "delivery", d.Delivery, "at-least-once (an output may be written again after a crash, identical) or exactly-once (each task's outputs and checkpoint in one Kafka transaction: read_committed consumers see each output once; needs --checkpoints kafka, the default then)")
 	fs.IntVar(&cfg.CheckpointKeep, "checkpoint-keep", d.CheckpointKeep, "checkpoint chains (a base and its deltas) kept per task: a corrupt newest one falls back to the previous")
 	fs.StringVar(&cfg.Checkpoints, "checkpoints", "", "checkpoint store: dir (files under --data-dir) or kafka (the checkpoints topic, which lets any instance of the group restore any task); default kafka with --brokers, dir without")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", d.SessionTimeout, "how long the group waits for a silent instance before moving its partitions")
@@ -84,6 +87,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	kafkaProps, err := applyConfig(fs, os.Environ())
 	if err != nil {
 		return err
+	}
+	if cfg.Delivery == kafka.ExactlyOnce {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["checkpoint-interval"] {
+			cfg.CheckpointInterval = kafka.ExactlyOnceDefaults.CheckpointInterval
+		}
+		if !set["checkpoint-base-every"] {
+			cfg.CheckpointBaseEvery = kafka.ExactlyOnceDefaults.CheckpointBaseEvery
+		}
+		if cfg.Checkpoints == "" {
+			cfg.Checkpoints = kafka.CheckpointsKafka
+		}
 	}
 	kc, err := kclient.config(os.Environ(), kafkaProps)
 	if err != nil {

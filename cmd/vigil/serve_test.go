@@ -183,10 +183,10 @@ func flushWatermarks(t *testing.T, broker string) {
 // kafkaRecord is one record read by kcat: key and value.
 type kafkaRecord struct{ key, value string }
 
-// consume reads a whole topic with kcat.
-func consume(t *testing.T, broker, topic string) []kafkaRecord {
+// consume reads a whole topic with kcat, with kcat's extra args.
+func consume(t *testing.T, broker, topic string, extra ...string) []kafkaRecord {
 	t.Helper()
-	out, err := exec.Command("kcat", "-C", "-b", broker, "-t", topic, "-e", "-q", "-f", "%k\t%s\n").Output()
+	out, err := exec.Command("kcat", append([]string{"-C", "-b", broker, "-t", topic, "-e", "-q", "-f", "%k\t%s\n"}, extra...)...).Output()
 	if err != nil {
 		t.Fatalf("kcat -C %s: %v", topic, err)
 	}
@@ -257,11 +257,11 @@ func replayDecisionsWith(t *testing.T, rulesPath string, genArgs ...string) map[
 
 // waitDecisions reads the decisions topic until every id of want has a
 // decision, and returns every record read (duplicates included).
-func waitDecisions(t *testing.T, broker string, want map[string]string, p *proc) []kafkaRecord {
+func waitDecisions(t *testing.T, broker string, want map[string]string, p *proc, kcatArgs ...string) []kafkaRecord {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		recs := consume(t, broker, "vigil.decisions")
+		recs := consume(t, broker, "vigil.decisions", kcatArgs...)
 		seen := make(map[string]bool, len(recs))
 		for _, r := range recs {
 			seen[r.key] = true

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// eosRules make every kind of output the exactly-once test counts: a
+// decision per transaction, a window result per user and minute, and an
+// alert per two large payments in ten minutes. They read the transactions
+// topic alone, so their outputs do not depend on how topics interleave.
+const eosRules = `
+streams:
+  transactions: {topic: transactions, key: user_id, time: ts, id: tx_id, decide: true,
+                 watermark: {max_out_of_order: 5s}}
+windows:
+  spend_1m: {stream: transactions, tumbling: 1m, aggregate: {count: count(), total: sum(amount)}}
+patterns:
+  big_twice:
+    stream: transactions
+    within: 10m
+    steps:
+      - {name: first, where: amount >= 500}
+      - {name: second, where: amount >= 500}
+rules:
+  velocity:
+    stream: transactions
+    action: review
+    score: 1
+    when: 'true'
+    reason: '"n=" + string(len(history("transactions", "1h"))) + " sum=" + string(sum(map(history("transactions", "1h"), .amount)))'
+limits: {cost: 200000}
+`
+
+// kcat's isolation levels (librdkafka reads read_committed by default;
+// they are spelled out here so that the test says what it reads).
+var (
+	readCommitted   = []string{"-X", "isolation.level=read_committed"}
+	readUncommitted = []string{"-X", "isolation.level=read_uncommitted"}
+)
+
+// TestServeCrashExactlyOnce: vigil serve --delivery exactly-once is killed
+// (SIGKILL) 20 times at random moments while the input is produced at a
+// steady rate, with a checkpoint, and so a commit, every 200 ms and a base
+// every third: kills land in open transactions, during commits and during
+// compactions. A read_committed consumer (kcat) must then see exactly the
+// decisions vigil replay makes of the same input, byte for byte, each as
+// many times as replay emits it (once, and again for each re-sent
+// transaction, as replay does), and every window result and alert once.
+func TestServeCrashExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	needKcat(t)
+	dir := t.TempDir()
+	rulesPath := filepath.Join(dir, "eos.yaml")
+	if err := os.WriteFile(rulesPath, []byte(eosRules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, line := startVigil(t, "listening on", "broker", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "broker"))
+	broker := lastField(line)
+
+	const kills = 20
+	genArgs := []string{"--events", "24000", "--users", "1500", "--seed", "11"}
+	file := filepath.Join(dir, "tx.tsv")
+	if out, err := exec.Command(vigilBinary(t), append([]string{"gen", "--kafka", "transactions", "--out", file}, genArgs...)...).CombinedOutput(); err != nil {
+		t.Fatalf("vigil gen: %v\n%s", err, out)
+	}
+	data, _ := os.ReadFile(file)
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	serveArgs := []string{"serve", "--brokers", broker, "--rules", rulesPath, "--data-dir", filepath.Join(dir, "state"),
+		"--delivery", "exactly-once", "--checkpoint-interval", "200ms", "--checkpoint-base-every", "3"}
+
+	// The input, in order, over about as long as the kills take.
+	produced := make(chan error, 1)
+	go func() { produced <- produceSteadily(broker, "transactions", lines, 15*time.Second) }()
+	rng := time.Now().UnixNano()
+	t.Logf("kill delays seeded with %d", rng)
+	for range kills {
+		p, _ := startVigil(t, "vigil serving", serveArgs...)
+		rng = rng*6364136223846793005 + 1442695040888963407
+		delay := 200*time.Millisecond + time.Duration(uint64(rng)>>33%1000)*time.Millisecond
+		time.Sleep(delay) // a random moment to crash at
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+	}
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+
+	p, _ := startVigil(t, "vigil serving", serveArgs...)
+	want, _ := replayOutputs(t, rulesPath, genArgs, "decision")
+	total := 0
+	for _, n := range want {
+		total += n
+	}
+	var recs []kafkaRecord
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		recs = consume(t, broker, "vigil.decisions", readCommitted...)
+		if len(recs) >= total {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d decisions after 3 minutes; vigil's log:\n%s", len(recs), total, p.logs())
+		}
+		time.Sleep(500 * time.Millisecond) // polling a running service for its output
+	}
+	got := make(map[string]int)
+	for _, r := range recs {
+		got[r.value]++
+	}
+	bad := 0
+	for v, n := range got {
+		if n != want[v] {
+			if bad++; bad <= 5 {
+				t.Errorf("decision %d times, %d in replay: %s", n, want[v], v)
+			}
+		}
+	}
+	if bad > 0 || len(recs) != total {
+		t.Errorf("decisions: %d records read_committed, replay has %d; %d differ in content or count", len(recs), total, bad)
+	}
+	t.Logf("%d decision records read_committed (%d distinct)", len(recs), len(got))
+	// An uncommitted read of the same topic shows what the crashes wrote
+	// and aborted: the kills did land inside transactions.
+	if all := len(consume(t, broker, "vigil.decisions", readUncommitted...)); all <= len(recs) {
+		t.Errorf("read_uncommitted sees %d decision records, read_committed %d: no kill landed in a transaction", all, len(recs))
+	} else {
+		t.Logf("aborted decision records: %d", all-len(recs))
+	}
+	checkOnce(t, broker, "vigil.windows", rulesPath, genArgs, "window")
+	checkOnce(t, broker, "vigil.alerts", rulesPath, genArgs, "match")
+}
+
+// produceSteadily produces lines ("key<TAB>value") to topic in order, in
+// equal slices every 100 ms over about d.
+func produceSteadily(broker, topic string, lines []string, d time.Duration) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	const tick = 100 * time.Millisecond
+	per := max(1, len(lines)/int(d/tick))
+	for i := 0; i < len(lines); i += per {
+		var recs []*kgo.Record
+		for _, l := range lines[i:min(i+per, len(lines))] {
+			k, v, _ := strings.Cut(l, "\t")
+			recs = append(recs, &kgo.Record{Key: []byte(k), Value: []byte(v)})
+		}
+		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			return err
+		}
+		time.Sleep(tick) // the pace of the input
+	}
+	return nil
+}
+
+// checkOnce checks that the records of topic, read_committed, are outputs
+// of kind that replay makes, each once, and that they hold every such
+// output that closed a minute or more before the input's last event (the
+// service's watermark has not passed the rest: replay, at the end of its
+// input, emits them too).
+func checkOnce(t *testing.T, broker, topic, rulesPath string, genArgs []string, kind string) {
+	t.Helper()
+	want, last := replayOutputs(t, rulesPath, genArgs, kind)
+	got := make(map[string]int)
+	for _, r := range consume(t, broker, topic, readCommitted...) {
+		got[r.value]++
+	}
+	bad := 0
+	for v, n := range got {
+		if n != 1 || want[v] == 0 {
+			if bad++; bad <= 5 {
+				t.Errorf("%s: %d times, %d in replay: %s", topic, n, want[v], v)
+			}
+		}
+	}
+	missing := 0
+	for v := range want {
+		var o struct{ End int64 }
+		json.Unmarshal([]byte(v), &o)
+		if got[v] == 0 && o.End <= last-time.Minute.Milliseconds() {
+			if missing++; missing <= 5 {
+				t.Errorf("%s: missing %s", topic, v)
+			}
+		}
+	}
+	if len(got) == 0 || bad > 0 || missing > 0 {
+		t.Errorf("%s: %d records, %d wrong or repeated, %d missing", topic, len(got), bad, missing)
+	}
+	t.Logf("%s: %d records, each once", topic, len(got))
+}
+
+// replayOutputs returns the outputs of kind vigil replay makes of the
+// workload (each with how many times), and the time of its last event.
+func replayOutputs(t *testing.T, rulesPath string, genArgs []string, kind string) (map[string]int, int64) {
+	t.Helper()
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events.ndjson")
+	if out, err := exec.Command(vigilBinary(t), append([]string{"gen", "--out", events}, genArgs...)...).CombinedOutput(); err != nil {
+		t.Fatalf("vigil gen: %v\n%s", err, out)
+	}
+	out, err := exec.Command(vigilBinary(t), "replay", "--quiet", "--rules", rulesPath, "--events", events).Output()
+	if err != nil {
+		t.Fatalf("vigil replay: %v", err)
+	}
+	got := make(map[string]int)
+	var last int64
+	for l := range strings.Lines(string(out)) {
+		l = strings.TrimSuffix(l, "\n")
+		if strings.HasPrefix(l, `{"kind":"`+kind+`"`) {
+			got[l]++
+		}
+	}
+	evs, _ := os.ReadFile(events)
+	for l := range strings.Lines(string(evs)) {
+		var e struct{ TS int64 }
+		if json.Unmarshal([]byte(l), &e) == nil {
+			last = max(last, e.TS)
+		}
+	}
+	return got, last
+}

@@ -1,0 +1,139 @@
+package kafka
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func exactlyOnce(c *Config) {
+	c.Delivery = ExactlyOnce
+	c.Checkpoints = CheckpointsKafka
+}
+
+// committedCounts reads topic to its end as a read_committed consumer and
+// counts the records per key, until want's keys are all there and a fetch
+// brings nothing more.
+func committedCounts(t *testing.T, addr, topic string, want ...string) map[string]int {
+	t.Helper()
+	rd, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	counts := map[string]int{}
+	for ctx.Err() == nil {
+		n := 0
+		poll, cancelPoll := context.WithTimeout(ctx, time.Second)
+		rd.PollFetches(poll).EachRecord(func(r *kgo.Record) { counts[string(r.Key)]++; n++ })
+		cancelPoll()
+		all := true
+		for _, k := range want {
+			all = all && counts[k] > 0
+		}
+		if n == 0 && all {
+			break
+		}
+	}
+	return counts
+}
+
+// TestExactlyOnceDecide: under exactly-once, a decision the API answered
+// is committed (a read_committed consumer sees it, once), and so are the
+// decisions of events read from Kafka; a replay of an id answers the same.
+func TestExactlyOnceDecide(t *testing.T) {
+	svc, addr := testService(t, rulesCount, exactlyOnce)
+	waitReady(t, svc)
+	ctx := context.Background()
+	body := `{"tx_id":"a1","user_id":"u1","amount":5,"ts":1000}`
+	r1, replay, err := svc.Decide(ctx, "tx", []byte(body))
+	if err != nil || replay {
+		t.Fatalf("decide: %v (replay %v)", err, replay)
+	}
+	// Answered means committed: the decisions topic's last stable offset
+	// is past the decision already.
+	lso, err := svc.adm.ListCommittedOffsets(ctx, DefaultTopics.Decisions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stable := int64(0)
+	lso.Each(func(o kadm.ListedOffset) { stable += o.Offset })
+	if stable == 0 {
+		t.Fatal("the decision was answered before its transaction committed")
+	}
+	again, replay, err := svc.Decide(ctx, "tx", []byte(body))
+	if err != nil || !replay || string(again.Record) != string(r1.Record) {
+		t.Fatalf("same id again: %s (replay %v), %v", again.Record, replay, err)
+	}
+	c := newClient(t, addr)
+	c.produce("tx", "u1", `{"tx_id":"k2","user_id":"u1","amount":5,"ts":2000}`)
+	got := committedCounts(t, addr, DefaultTopics.Decisions, "a1", "k2")
+	if got["a1"] != 1 || got["k2"] != 1 || len(got) != 2 {
+		t.Errorf("committed decisions per id: %v, want a1 and k2 once each", got)
+	}
+	if reason := reasonOf(t, mustJSON(t, c.decision("k2"))); reason != "2" {
+		t.Errorf("k2 sees %s events, want 2 (the API's event counts once)", reason)
+	}
+}
+
+// TestExactlyOnceFenced: once another producer has taken a task's
+// transactional ids, as the task's next owner does at its start, the task
+// cannot commit: its checkpoint fails, and so does the service, rather than
+// writing beside the new owner.
+func TestExactlyOnceFenced(t *testing.T) {
+	b, err := StartBroker(BrokerConfig{Listen: "127.0.0.1:0", Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	svc, err := New(context.Background(), testConfig(t, b.Addr(), exactlyOnce), []byte(rulesCount), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	waitReady(t, svc)
+	if _, _, err := svc.Decide(ctx, "tx", []byte(`{"tx_id":"a1","user_id":"u1","amount":5,"ts":1000}`)); err != nil {
+		t.Fatal(err)
+	}
+	// The next owner of every task fences both generations' producers.
+	for p := range int32(2) {
+		for g := range 2 {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.TransactionalID(svc.transactionalID(p, g)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := cl.ProducerID(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+		}
+	}
+	// Decisions now wait for a commit that cannot happen.
+	dctx, dcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer dcancel()
+	_, _, err = svc.Decide(dctx, "tx", []byte(`{"tx_id":"a2","user_id":"u1","amount":5,"ts":2000}`))
+	if err == nil {
+		t.Fatal("a decision was answered after the task was fenced")
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "EPOCH") && !strings.Contains(err.Error(), "FENCED") {
+			t.Fatalf("Run: %v, want the task fenced", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the fenced service did not stop")
+	}
+	if got := committedCounts(t, b.Addr(), DefaultTopics.Decisions, "a1"); got["a2"] != 0 {
+		t.Errorf("the fenced task committed a2: %v", got)
+	}
+}
