@@ -7,10 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/vigil-cep/vigil/kafka/kconf"
 )
 
 // eosRules make every kind of output the exactly-once test counts: a
@@ -143,7 +146,12 @@ func TestServeCrashExactlyOnce(t *testing.T) {
 // produceSteadily produces lines ("key<TAB>value") to topic in order, in
 // equal slices every 100 ms over about d.
 func produceSteadily(broker, topic string, lines []string, d time.Duration) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.DefaultProduceTopic(topic))
+	return produceSteadilyWith([]kgo.Opt{kgo.SeedBrokers(broker)}, topic, lines, d)
+}
+
+// produceSteadilyWith is produceSteadily through a client with opts.
+func produceSteadilyWith(opts []kgo.Opt, topic string, lines []string, d time.Duration) error {
+	cl, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic(topic))...)
 	if err != nil {
 		return err
 	}
@@ -229,4 +237,147 @@ func replayOutputs(t *testing.T, rulesPath string, genArgs []string, kind string
 		}
 	}
 	return got, last
+}
+
+// testCluster is how the processes of a test reach a broker: vigil serve's
+// flags, kcat's and a franz-go client's.
+type testCluster struct {
+	name  string
+	serve []string
+	kcat  []string
+	opts  []kgo.Opt
+}
+
+// plainCluster is a vigil broker without security.
+func plainCluster(t *testing.T) testCluster {
+	_, line := startVigil(t, "listening on", "broker", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir())
+	addr := lastField(line)
+	return testCluster{name: "plaintext", serve: []string{"--brokers", addr}, kcat: []string{"-b", addr},
+		opts: []kgo.Opt{kgo.SeedBrokers(addr)}}
+}
+
+// tlsCluster is a vigil broker with SCRAM-SHA-512 over TLS and ACLs
+// (startSecuredCluster), reached as the service's principal.
+func tlsCluster(t *testing.T) testCluster {
+	c := startSecuredCluster(t)
+	props := c.props["vigil"]
+	settings, err := kconf.ReadProperties(props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kc kconf.Config
+	if err := kc.Set(settings...); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := kc.Opts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testCluster{name: "SASL_SSL", serve: []string{"--kafka-properties", props}, kcat: []string{"-F", props}, opts: opts}
+}
+
+// consume reads a whole topic with kcat, with kcat's extra args.
+func (c testCluster) consume(t *testing.T, topic string, extra ...string) []kafkaRecord {
+	t.Helper()
+	return kcatConsume(t, c.kcat, topic, extra...)
+}
+
+// TestServeFencedZombie: an instance paused (SIGSTOP) in the middle of its
+// work, under exactly-once, loses its tasks to another instance of the
+// group; when it wakes up (SIGCONT) it cannot commit: the new owner took
+// the tasks' transactional ids before it read their checkpoints. Its
+// produce or commit is refused, and a read_committed consumer sees every
+// decision exactly as replay makes it, once. On the embedded broker
+// without security and with SASL (SCRAM-SHA-512) over TLS and ACLs.
+func TestServeFencedZombie(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	needKcat(t)
+	for _, start := range []func(*testing.T) testCluster{plainCluster, tlsCluster} {
+		c := start(t)
+		t.Run(c.name, func(t *testing.T) { testFencedZombie(t, c) })
+	}
+}
+
+func testFencedZombie(t *testing.T, c testCluster) {
+	dir := t.TempDir()
+	rulesPath := filepath.Join(dir, "eos.yaml")
+	if err := os.WriteFile(rulesPath, []byte(eosRules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	genArgs := []string{"--events", "12000", "--users", "1000", "--seed", "12"}
+	file := filepath.Join(dir, "tx.tsv")
+	if out, err := exec.Command(vigilBinary(t), append([]string{"gen", "--kafka", "transactions", "--out", file}, genArgs...)...).CombinedOutput(); err != nil {
+		t.Fatalf("vigil gen: %v\n%s", err, out)
+	}
+	data, _ := os.ReadFile(file)
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	serve := func(name string) *proc {
+		args := append([]string{"serve", "--rules", rulesPath, "--delivery", "exactly-once", "--checkpoints", "kafka",
+			"--session-timeout", "6s", "--data-dir", filepath.Join(dir, name), "--instance-id", name}, c.serve...)
+		p, _ := startVigil(t, "vigil serving", args...)
+		return p
+	}
+	zombie := serve("zombie")
+	produced := make(chan error, 1)
+	go func() { produced <- produceSteadilyWith(c.opts, "transactions", lines, 15*time.Second) }()
+	waitUntil(t, time.Minute, "a committed decision", func() bool {
+		return len(c.consume(t, "vigil.decisions", readCommitted...)) > 0
+	})
+	if err := zombie.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	heir := serve("heir")
+	// The heir owns every task once the paused instance's session is over.
+	waitUntil(t, time.Minute, "the heir's four tasks", func() bool { return strings.Count(heir.logs(), "task started") >= 4 })
+	if err := zombie.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, time.Minute, "the woken instance refused", func() bool {
+		l := zombie.logs()
+		return strings.Contains(l, "INVALID_PRODUCER_EPOCH") || strings.Contains(l, "PRODUCER_FENCED")
+	})
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	want, _ := replayOutputs(t, rulesPath, genArgs, "decision")
+	total := 0
+	for _, n := range want {
+		total += n
+	}
+	var recs []kafkaRecord
+	waitUntil(t, 3*time.Minute, "every decision", func() bool {
+		recs = c.consume(t, "vigil.decisions", readCommitted...)
+		return len(recs) >= total
+	})
+	got := make(map[string]int)
+	for _, r := range recs {
+		got[r.value]++
+	}
+	bad := 0
+	for v, n := range got {
+		if n != want[v] {
+			if bad++; bad <= 5 {
+				t.Errorf("decision %d times, %d in replay: %s", n, want[v], v)
+			}
+		}
+	}
+	if bad > 0 || len(recs) != total {
+		t.Errorf("decisions: %d records read_committed, replay has %d; %d differ in content or count", len(recs), total, bad)
+	}
+	aborted := len(c.consume(t, "vigil.decisions", readUncommitted...)) - len(recs)
+	t.Logf("%d decision records read_committed, as replay; %d aborted", len(recs), aborted)
+}
+
+// waitUntil polls cond every 200 ms until it holds, failing the test after
+// limit.
+func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after %s", what, limit)
+		}
+		time.Sleep(200 * time.Millisecond) // polling processes for their output
+	}
 }

@@ -186,7 +186,15 @@ type kafkaRecord struct{ key, value string }
 // consume reads a whole topic with kcat, with kcat's extra args.
 func consume(t *testing.T, broker, topic string, extra ...string) []kafkaRecord {
 	t.Helper()
-	out, err := exec.Command("kcat", append([]string{"-C", "-b", broker, "-t", topic, "-e", "-q", "-f", "%k\t%s\n"}, extra...)...).Output()
+	return kcatConsume(t, []string{"-b", broker}, topic, extra...)
+}
+
+// kcatConsume reads a whole topic with kcat, reaching the broker with conn
+// (-b or -F), with kcat's extra args.
+func kcatConsume(t *testing.T, conn []string, topic string, extra ...string) []kafkaRecord {
+	t.Helper()
+	args := append(append([]string{"-C"}, conn...), "-t", topic, "-e", "-q", "-f", "%k\t%s\n")
+	out, err := exec.Command("kcat", append(args, extra...)...).Output()
 	if err != nil {
 		t.Fatalf("kcat -C %s: %v", topic, err)
 	}
