@@ -53,10 +53,16 @@ import (
 //  2. `vigil replay` on the same events, in memory, output discarded;
 //  3. the Vigil service over Kafka on the same input topics, already filled
 //     (each partition ends with a marker record the service sends to the
-//     DLQ, which shows when that partition was processed to its end);
-//  4. event-to-decision latency at a fixed input rate, on fresh topics.
+//     DLQ, which shows when that partition was processed to its end), at
+//     least once and exactly once (deliveryConfig): issue 19 asks for
+//     exactly-once's throughput as a ratio of at-least-once's;
+//  4. event-to-decision latency at a fixed input rate, on fresh topics, at
+//     least once and exactly once at each commit interval offered: under
+//     exactly-once a decision is visible only when its transaction commits.
 //
-// Every phase is bounded by --timeout and says so when it runs out.
+// Every figure stops its clock when the decisions are visible to a
+// read_committed consumer, which under at-least-once is when the broker has
+// them. Every phase is bounded by --timeout and says so when it runs out.
 
 // benchConfig holds the flags of `vigil-bench bench`.
 type benchConfig struct {
@@ -70,24 +76,31 @@ type benchConfig struct {
 	secure                    bool
 	cpuProfile, profilePhase  string
 	prof                      *cpuProfiler
+	// Phases 3 and 4 (deliveryConfig): the deliveries they run, the
+	// exactly-once commit intervals, and at-least-once's checkpoint store.
+	deliveries      []string
+	commitIntervals []time.Duration
+	checkpoints     string
 }
 
 // cpuProfiler records the CPU profile of one phase, from the moment its
 // clock starts to the moment it stops (so a service's start-up before Run
-// and its shutdown after the clock are not in it).
+// and its shutdown after the clock are not in it). A phase that runs several
+// times (--runs, a latency configuration per commit interval) is recorded
+// in its first run: a file holds one profile.
 type cpuProfiler struct {
-	phase   string
-	f       *os.File
-	running bool
-	err     error
+	phase         string
+	f             *os.File
+	running, done bool
+	err           error
 }
 
 func (p *cpuProfiler) begin(phase string) {
-	if p == nil || p.f == nil || p.phase != phase || p.running {
+	if p == nil || p.f == nil || p.phase != phase || p.running || p.done {
 		return
 	}
 	if p.err = pprof.StartCPUProfile(p.f); p.err == nil {
-		p.running = true
+		p.running, p.done = true, true
 	}
 }
 
@@ -128,6 +141,11 @@ var phaseTitles = map[string]string{
 	phaseLatency:     "phase 4 (event-to-decision latency)",
 }
 
+// profilePhases are the values of --profile-phase: the phases, and phases 3
+// and 4 under exactly-once (profileKey).
+var profilePhases = []string{phasePassthrough, phaseReplay, phaseKafka, phaseKafka + "-" + kafka.ExactlyOnce,
+	phaseLatency, phaseLatency + "-" + kafka.ExactlyOnce}
+
 // benchResult is what `vigil-bench bench --json` prints.
 type benchResult struct {
 	Workload    benchWorkload     `json:"workload"`
@@ -138,13 +156,23 @@ type benchResult struct {
 	EndMarkers  int               `json:"end_markers"` // records appended after the workload, one per input partition
 	Passthrough *benchPassthrough `json:"passthrough"`
 	Replay      *benchReplay      `json:"replay"`      // the median run of phase 2
-	VigilKafka  *benchKafka       `json:"vigil_kafka"` // the median run of phase 3
+	VigilKafka  *benchKafka       `json:"vigil_kafka"` // the median at-least-once run of phase 3
 	// ReplayRuns and KafkaRuns are the events/s of every run of phases 2
-	// and 3, in order (--runs alternates them).
-	ReplayRuns []float64     `json:"replay_runs"`
-	KafkaRuns  []float64     `json:"kafka_runs"`
-	Latency    *benchLatency `json:"latency"`
-	Error      string        `json:"error,omitempty"`
+	// and 3 (at-least-once), in order (--runs alternates them).
+	ReplayRuns []float64 `json:"replay_runs"`
+	KafkaRuns  []float64 `json:"kafka_runs"`
+	// VigilKafkaExactlyOnce and KafkaRunsExactlyOnce are phase 3's median
+	// run and every run's events/s under exactly-once, and
+	// ExactlyOnceRatio their ratio to at-least-once's (nil unless both
+	// deliveries ran).
+	VigilKafkaExactlyOnce *benchKafka   `json:"vigil_kafka_exactly_once"`
+	KafkaRunsExactlyOnce  []float64     `json:"kafka_runs_exactly_once"`
+	ExactlyOnceRatio      *benchRatio   `json:"exactly_once_ratio"`
+	Latency               *benchLatency `json:"latency"` // phase 4 at least once
+	// Latencies holds phase 4 under every configuration, in the order run:
+	// at-least-once (Latency again), exactly-once at each commit interval.
+	Latencies []*benchLatency `json:"latencies"`
+	Error     string          `json:"error,omitempty"`
 }
 
 type benchWorkload struct {
@@ -179,16 +207,22 @@ type benchReplay struct {
 
 type benchKafka struct {
 	benchThroughput
-	Decisions       int     `json:"decisions"`         // decision records read when the clock stopped
+	benchDelivery
+	Decisions       int     `json:"decisions"`         // decision records read back read_committed: one per transaction record
 	DecisionIDs     int     `json:"decision_ids"`      // distinct ids among them
 	EndMarkers      int     `json:"end_markers"`       // input partitions whose end marker the service reached (sent to the DLQ)
 	ProcessedAtStop int64   `json:"processed_at_stop"` // input offsets the service committed when stopped: events + end markers
 	FirstDecisionMs float64 `json:"first_decision_ms"` // from Run to the first decision's record timestamp (its Produce call, ms precision): start-up
+	// FirstVisibleMs is from Run to the first poll of the decisions
+	// topic's last stable offsets that saw a decision: start-up, and under
+	// exactly-once the first commit.
+	FirstVisibleMs  float64 `json:"first_visible_ms"`
 	PercentOfReplay float64 `json:"percent_of_replay"`
 	GOGC            int     `json:"gogc"`
 }
 
 type benchLatency struct {
+	benchDelivery
 	Rate            float64 `json:"rate"`             // target events/s
 	DurationSeconds float64 `json:"duration_seconds"` // target duration
 	Users           int     `json:"users"`
@@ -198,13 +232,14 @@ type benchLatency struct {
 	Decided         int     `json:"decided"`       // transaction ids with a decision
 	AchievedRate    float64 `json:"achieved_rate"` // events / time from the first to the last produce call
 	MaxBehindMs     float64 `json:"max_behind_ms"` // how far the producer fell behind its schedule
-	P50Ms           float64 `json:"p50_ms"`
-	P99Ms           float64 `json:"p99_ms"`
-	MaxMs           float64 `json:"max_ms"`
-	GOGC            int     `json:"gogc"`
+	// Decision visible to a read_committed consumer minus produce call.
+	P50Ms float64 `json:"p50_ms"`
+	P99Ms float64 `json:"p99_ms"`
+	MaxMs float64 `json:"max_ms"`
+	GOGC  int     `json:"gogc"`
 }
 
-const benchSynopsis = `bench [--events N] [--users N] [--partitions P] [--rate R] [--latency-duration D] [--json]
+const benchSynopsis = `bench [--events N] [--users N] [--partitions P] [--runs N] [--delivery D,...] [--commit-intervals I,...] [--rate R] [--latency-duration D] [--json]
 
 Starts an embedded broker (127.0.0.1, a free port, data in a temporary
 directory), generates one workload (as vigil gen --partitions P), produces it
@@ -216,16 +251,31 @@ to the example ruleset's input topics, then measures:
      discarded; GOGC 400, vigil serve's, unless GOGC is set (vigil replay
      itself runs at 800): the ratio of (3) to (2) is the Kafka layer's cost,
      not a difference of collector settings.
-  3. Vigil over Kafka: a service (fresh group, DefaultConfig) on the filled
-     topics; clock from Run to the moment the decisions topic's end offsets
-     count one decision per transaction record (polled every 5ms) and the
-     DLQ record of the end marker appended to every input partition has
-     been read; also in percent of (2). The decisions are then read back
-     and checked (every transaction id decided) after the clock.
-  4. Latency: a fresh service on fresh topics; a workload produced at --rate
-     for --latency-duration; p50/p99/max of decision received minus
-     produce call, over every transaction id.
-Each phase is bounded by --timeout.`
+  3. Vigil over Kafka: in every run, a service per --delivery (each on a
+     fresh group, output topics and data directory; their order alternates
+     from run to run) on the filled topics, DefaultConfig but for:
+       at-least-once: checkpoints every 10s (DefaultConfig's) to the
+         --checkpoints store: kafka by default, vigil serve's with --brokers;
+       exactly-once: outputs written in a Kafka transaction per checkpoint,
+         committed with it; a checkpoint every first --commit-intervals,
+         a base every 600 (vigil serve's exactly-once defaults); the kafka
+         store, which exactly-once needs.
+     So the two differ by the delivery and the checkpoint interval vigil
+     serve gives it. Clock from Run to the moment the decisions topic's last
+     stable offsets (what a read_committed consumer may read; polled every
+     5ms) are past every decision, and a read_committed consumer has read
+     the DLQ record of the end marker appended to every input partition;
+     also in percent of (2), and exactly-once over at-least-once (goal at
+     least 70%): the ratio of the median runs, and the median of each run's
+     ratio. The decisions are then read back read_committed and checked
+     after the clock: every transaction id decided once per transaction
+     record carrying it.
+  4. Latency, at least once and exactly once at each --commit-intervals: a
+     fresh service (as in 3) on fresh topics each; a workload produced at
+     --rate for --latency-duration; p50/p99/max of decision visible to a
+     read_committed consumer minus produce call, over every transaction id.
+Each phase (each service of 3, each configuration of 4) is bounded by
+--timeout.`
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := program().NewFlags("bench", benchSynopsis, stderr)
@@ -235,6 +285,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Uint64Var(&c.seed, "seed", 1, "workload seed")
 	fs.IntVar(&c.partitions, "partitions", 4, "partitions of every topic (tasks run one per partition; replay too)")
 	fs.IntVar(&c.runs, "runs", 1, "runs of phases 2 and 3, alternated; each reports its median run (a noisy machine varies by a quarter from run to run)")
+	deliveries := fs.String("delivery", kafka.AtLeastOnce+","+kafka.ExactlyOnce,
+		"deliveries of phases 3 and 4, comma-separated: at-least-once, exactly-once (with both, phase 3 reports exactly-once's throughput as a ratio of at-least-once's)")
+	intervals := fs.String("commit-intervals", kafka.ExactlyOnceDefaults.CheckpointInterval.String()+",1s",
+		"exactly-once checkpoint intervals, comma-separated: outputs become visible when their checkpoint commits; phase 4 measures each, phase 3 runs at the first")
+	fs.StringVar(&c.checkpoints, "checkpoints", kafka.CheckpointsKafka,
+		"checkpoint store of the at-least-once services: kafka (as exactly-once's, which needs it) or dir (vigil serve's without --brokers)")
 	fs.Float64Var(&c.rate, "rate", 10_000, "input rate of the latency phase, events/s (all streams together)")
 	fs.DurationVar(&c.latencyDuration, "latency-duration", 10*time.Second, "how long the latency phase produces")
 	fs.DurationVar(&c.timeout, "timeout", 3*time.Minute, "bound on each phase (the latency phase: its duration plus this)")
@@ -242,7 +298,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&c.secure, "secure", false, "the broker takes only SCRAM-SHA-512 over TLS (a throwaway certificate), and every client of the bench authenticates: the cost of security")
 	fs.BoolVar(&c.verbose, "verbose", false, "log the services at info level (default: warnings only) to standard error")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) of one phase, while its clock runs, to this file")
-	fs.StringVar(&c.profilePhase, "profile-phase", phaseKafka, "the phase --cpuprofile records: passthrough, replay, kafka or latency")
+	fs.StringVar(&c.profilePhase, "profile-phase", phaseKafka, "the phase --cpuprofile records, in its first run: passthrough, replay, kafka, latency, or kafka-exactly-once, latency-exactly-once (phases 3 and 4 under exactly-once)")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -271,8 +327,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if c.timeout <= 0 {
 		bad = append(bad, "--timeout must be positive")
 	}
-	if _, ok := phaseTitles[c.profilePhase]; !ok {
-		bad = append(bad, "--profile-phase must be passthrough, replay, kafka or latency")
+	if !slices.Contains(profilePhases, c.profilePhase) {
+		bad = append(bad, "--profile-phase must be passthrough, replay, kafka or latency, or kafka-exactly-once or latency-exactly-once")
+	}
+	var err error
+	if c.deliveries, err = parseDeliveries(*deliveries); err != nil {
+		bad = append(bad, err.Error())
+	}
+	if c.commitIntervals, err = parseIntervals(*intervals); err != nil {
+		bad = append(bad, err.Error())
+	}
+	if c.checkpoints != kafka.CheckpointsKafka && c.checkpoints != kafka.CheckpointsDir {
+		bad = append(bad, "--checkpoints must be kafka or dir")
 	}
 	if len(bad) > 0 {
 		fmt.Fprintln(stderr, strings.Join(bad, "\n"))
@@ -288,7 +354,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		c.prof = &cpuProfiler{phase: c.profilePhase, f: f}
 	}
 	res := &benchResult{GOMAXPROCS: runtime.GOMAXPROCS(0)}
-	err := bench(ctx, c, res, stderr)
+	err = bench(ctx, c, res, stderr)
 	if perr := c.prof.close(); perr != nil && err == nil {
 		err = fmt.Errorf("cpu profile: %w", perr)
 	}
@@ -321,6 +387,7 @@ type benchWorkloadData struct {
 	ndjson  []byte
 	records []benchRecord
 	txIDs   int
+	txCount map[string]int // transaction records per tx_id: the decisions each must get
 	info    benchWorkload
 }
 
@@ -396,7 +463,8 @@ func bench(ctx context.Context, c benchConfig, res *benchResult, stderr io.Write
 		return err
 	}
 	var replays []*benchReplay
-	var kafkas []*benchKafka
+	kafkas := make(map[string][]*benchKafka) // phase 3's runs by delivery, in run order
+	kafkaRuns := map[string]*[]float64{kafka.AtLeastOnce: &res.KafkaRuns, kafka.ExactlyOnce: &res.KafkaRunsExactlyOnce}
 	for run := range c.runs {
 		err := runPhase(phaseReplay, func() error {
 			r, err := benchReplayPhase(ctx, c, rs, wl)
@@ -406,12 +474,15 @@ func bench(ctx context.Context, c benchConfig, res *benchResult, stderr io.Write
 			}
 			return err
 		})
-		if err == nil {
-			err = runPhase(phaseKafka, func() error {
-				k, err := benchKafkaPhase(ctx, c, run, kc, dir, wl, markers, log)
+		for _, d := range runOrder(c.throughputConfigs(), run) {
+			if err != nil {
+				break
+			}
+			err = runPhase(profileKey(phaseKafka, d), func() error {
+				k, err := benchKafkaPhase(ctx, c, run, d, kc, dir, wl, markers, log)
 				if err == nil {
-					kafkas = append(kafkas, k)
-					res.KafkaRuns = append(res.KafkaRuns, k.EventsPerSec)
+					kafkas[d.delivery] = append(kafkas[d.delivery], k)
+					*kafkaRuns[d.delivery] = append(*kafkaRuns[d.delivery], k.EventsPerSec)
 				}
 				return err
 			})
@@ -421,14 +492,36 @@ func bench(ctx context.Context, c benchConfig, res *benchResult, stderr io.Write
 		}
 	}
 	res.Replay = medianRun(replays, func(r *benchReplay) float64 { return r.EventsPerSec })
-	res.VigilKafka = medianRun(kafkas, func(k *benchKafka) float64 { return k.EventsPerSec })
-	if res.Replay.EventsPerSec > 0 {
-		res.VigilKafka.PercentOfReplay = 100 * res.VigilKafka.EventsPerSec / res.Replay.EventsPerSec
+	median := func(runs []*benchKafka) *benchKafka {
+		if len(runs) == 0 {
+			return nil
+		}
+		k := medianRun(runs, func(k *benchKafka) float64 { return k.EventsPerSec })
+		if res.Replay.EventsPerSec > 0 {
+			k.PercentOfReplay = 100 * k.EventsPerSec / res.Replay.EventsPerSec
+		}
+		return k
 	}
-	return runPhase(phaseLatency, func() (err error) {
-		res.Latency, err = benchLatencyPhase(ctx, c, kc, dir, log)
-		return err
-	})
+	res.VigilKafka = median(kafkas[kafka.AtLeastOnce])
+	res.VigilKafkaExactlyOnce = median(kafkas[kafka.ExactlyOnce])
+	res.ExactlyOnceRatio = ratio(kafkas[kafka.AtLeastOnce], kafkas[kafka.ExactlyOnce])
+
+	for _, d := range c.latencyConfigs() {
+		err := runPhase(profileKey(phaseLatency, d), func() error {
+			l, err := benchLatencyPhase(ctx, c, d, kc, dir, log)
+			if err == nil {
+				res.Latencies = append(res.Latencies, l)
+				if !d.exactlyOnce() {
+					res.Latency = l
+				}
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // medianRun returns the run of median rate (the lower middle one of an even
@@ -461,9 +554,8 @@ func makeWorkload(wc workload.Config, names map[string]int) (*benchWorkloadData,
 	if _, err := workload.Generate(&buf, wc); err != nil {
 		return nil, err
 	}
-	wl := &benchWorkloadData{ndjson: buf.Bytes()}
+	wl := &benchWorkloadData{ndjson: buf.Bytes(), txCount: make(map[string]int)}
 	wl.info = benchWorkload{Events: wc.Events, Users: wc.Users, Seed: wc.Seed, Partitions: max(wc.Partitions, 1)}
-	ids := make(map[string]struct{})
 	for line := range bytes.Lines(wl.ndjson) {
 		var l struct {
 			Stream    string          `json:"stream"`
@@ -488,7 +580,7 @@ func makeWorkload(wc workload.Config, names map[string]int) (*benchWorkloadData,
 		switch l.Stream {
 		case "transactions":
 			r.txID = v.TxID
-			ids[v.TxID] = struct{}{}
+			wl.txCount[v.TxID]++
 			wl.info.Transactions++
 		case "logins":
 			wl.info.Logins++
@@ -498,7 +590,7 @@ func makeWorkload(wc workload.Config, names map[string]int) (*benchWorkloadData,
 		wl.info.Bytes += len(l.Value)
 		wl.records = append(wl.records, r)
 	}
-	wl.txIDs = len(ids)
+	wl.txIDs = len(wl.txCount)
 	wl.info.TransactionIDs = wl.txIDs
 	if len(wl.records) != wc.Events {
 		return nil, fmt.Errorf("workload: %d records generated, want %d", len(wl.records), wc.Events)
@@ -745,81 +837,93 @@ func benchReplayPhase(ctx context.Context, c benchConfig, rs *rules.Ruleset, wl 
 	return &benchReplay{benchThroughput: throughput(int(stats.Records), elapsed), Decisions: stats.Decisions, GOGC: gogc}, nil
 }
 
-// benchKafkaPhase: phase 3. A kafka.Service (fresh group and data
-// directory, the DefaultConfig settings) runs over the input topics, which
-// hold the whole workload already, each partition ending with an end marker.
-// The clock runs from the Run call to the moment (a) the broker holds a
-// decision for every transaction record (duplicates are re-emitted: one
-// decision record per transaction record), seen by polling the decisions
-// topic's end offsets, and (b) a consumer of the DLQ has read the DLQ record
-// of every end marker: every input partition was processed to its end (the
-// last decision can come before the last login or device is processed).
-// The decisions are read back after the clock stops, not while it runs: a
-// consumer of 700k records would share the two cores with the service,
-// which a real deployment's downstream consumers do not. The read-back checks that every
-// distinct tx_id was decided. The service is stopped at the clock; its
-// final checkpoint commits the input offsets it processed, reported as
+// benchKafkaPhase: phase 3 under delivery d. A kafka.Service (fresh group,
+// data directory and output topics, the DefaultConfig settings but d's)
+// runs over the input topics, which hold the whole workload already, each
+// partition ending with an end marker. The clock runs from the Run call to
+// the moment (a) a decision for every transaction record (duplicates are
+// re-emitted: one decision record per transaction record) is visible to a
+// read_committed consumer, and (b) a read_committed consumer of the DLQ has
+// read the DLQ record of every end marker: every input partition was
+// processed to its end (the last decision can come before the last login or
+// device is processed).
+//
+// (a) is known without reading the decisions: a consumer of 700k records
+// would share the two cores with the service while the clock runs, which a
+// real deployment's downstream consumers do not. The decisions topic's last
+// stable offsets (the end of what read_committed may read) are polled and
+// their changes noted (stableOffsetWatcher); the decisions are read back
+// read_committed after the clock stops, and (a)'s moment is the first poll
+// past the last decision of every partition. Under at-least-once the last
+// stable offset is the high watermark and the offsets count the decisions,
+// so the clock stops at the poll that sees as many as transaction records.
+// Under exactly-once the offsets also count the transactions' commit
+// markers: the service is stopped once they reach that many and (b) holds
+// (the end markers' DLQ records commit in the same transaction as the
+// decisions before them, or a later one), and the read-back finds (a)'s
+// moment; a decision not visible by the stop fails the phase.
+//
+// The read-back checks that every tx_id was decided once per transaction
+// record carrying it. The service is stopped at the clock; its final
+// checkpoint commits the input offsets it processed, reported as
 // processed_at_stop (events + end markers).
-func benchKafkaPhase(ctx context.Context, c benchConfig, nth int, kc kconf.Config, dir string, wl *benchWorkloadData,
+func benchKafkaPhase(ctx context.Context, c benchConfig, nth int, d deliveryConfig, kc kconf.Config, dir string, wl *benchWorkloadData,
 	markers map[topicPartition]int64, log *slog.Logger) (*benchKafka, error) {
 	defer gctune.GCPercent(gctune.ServeGOGC)() // as vigil serve sets it
-	title := phaseTitles[phaseKafka]
+	title := phaseTitles[phaseKafka] + ", " + d.String()
 	pctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	cfg := kafka.DefaultConfig
 	cfg.Kafka = kc
-	cfg.Group = "bench-vigil"
-	cfg.DataDir = filepath.Join(dir, "vigil")
-	if nth > 0 {
-		// A fresh group, data directory and outputs: nothing of an
-		// earlier run is read back.
-		suffix := fmt.Sprintf(".run%d", nth)
-		cfg.Group += suffix
-		cfg.DataDir += suffix
-		cfg.Topics = cfg.Topics.WithSuffix(suffix)
-	}
+	// A fresh group, data directory and outputs for every run and
+	// delivery: nothing of an earlier service is read back.
+	suffix := fmt.Sprintf(".run%d%s", nth, d.suffix())
+	cfg.Group = "bench-vigil" + suffix
+	cfg.DataDir = filepath.Join(dir, "vigil"+suffix)
+	cfg.Topics = cfg.Topics.WithSuffix(suffix)
 	cfg.Partitions = int32(c.partitions)
 	cfg.Logger = log
+	d.apply(&cfg)
 	svc, err := kafka.New(pctx, cfg, examples.Fraud, true)
 	if err != nil {
 		return nil, phaseError(ctx, title, c.timeout, fmt.Errorf("start the service: %w", err))
 	}
-	// Timed: the end offsets of the decisions topic, polled, and the DLQ
-	// (end markers; a few records) read. Reading the 700k decisions
-	// themselves would put a consumer on the same two cores as the service
-	// while the clock runs; they are read and checked after it stops.
+	// Timed: the last stable offsets of the decisions topic, polled, and
+	// the DLQ (end markers; a few records) read.
 	w, err := watchDecisions(kc, "", "", cfg.Topics.DLQ, markers)
 	if err != nil {
 		return nil, err
 	}
 	defer w.close()
 	marked := w.goal(func(s decisionCounts) bool { return s.markers >= len(markers) })
-	produced, err := watchEndOffsets(ctx, kc, cfg.Topics.Decisions, int64(wl.info.Transactions))
+	visible, err := watchStableOffsets(ctx, kc, cfg.Topics.Decisions, int64(wl.info.Transactions))
 	if err != nil {
 		return nil, err
 	}
-	defer produced.close()
+	defer visible.close()
 
-	c.prof.begin(phaseKafka)
+	key := profileKey(phaseKafka, d)
+	c.prof.begin(key)
 	run := startService(ctx, svc, cfg.ShutdownTimeout)
 	start := time.Now()
-	var end time.Time
+	var markedAt time.Time
 	var werr error
 	for waiting := 2; waiting > 0 && werr == nil; {
 		select {
-		case t := <-marked:
-			end, waiting = latest(end, t), waiting-1
-		case t := <-produced.reached:
-			end, waiting = latest(end, t), waiting-1
+		case markedAt = <-marked:
+			waiting--
+		case <-visible.reached:
+			waiting--
 		case err := <-run.done:
 			run.done <- err // stop reads it
 			werr = fmt.Errorf("the service stopped: %v", err)
 		case <-pctx.Done():
-			werr = errStopped(pctx, fmt.Sprintf("%d of %d decision records produced, %d of %d partitions processed to their end marker",
-				produced.sum(), wl.info.Transactions, w.counts().markers, len(markers)))
+			werr = errStopped(pctx, fmt.Sprintf("the decisions topic's last stable offsets sum to %d of %d decision records (commit markers included), %d of %d partitions processed to their end marker",
+				visible.sum(), wl.info.Transactions, w.counts().markers, len(markers)))
 		}
 	}
-	c.prof.end(phaseKafka)
+	c.prof.end(key)
+	visible.close() // its history ends here: the shutdown's commits are not in it
 	markersSeen := w.counts().markers
 	if err := run.stop(); err != nil {
 		werr = errors.Join(werr, err)
@@ -827,24 +931,23 @@ func benchKafkaPhase(ctx context.Context, c benchConfig, nth int, kc kconf.Confi
 	if werr != nil {
 		return nil, phaseError(ctx, title, c.timeout, werr)
 	}
-	// Untimed: every transaction id was decided.
-	d, err := watchDecisions(kc, cfg.Topics.Decisions, "", "", nil)
+	// Untimed: every transaction id decided once per transaction record,
+	// and when the last decision became visible.
+	rb, err := readBackDecisions(pctx, kc, cfg.Topics.Decisions, c.partitions)
 	if err != nil {
-		return nil, err
+		return nil, phaseError(ctx, title, c.timeout, fmt.Errorf("reading back the decisions: %w", err))
 	}
-	defer d.close()
-	select {
-	case <-d.goal(func(s decisionCounts) bool { return s.records >= wl.info.Transactions }):
-	case <-pctx.Done():
-		return nil, phaseError(ctx, title, c.timeout, errStopped(pctx, fmt.Sprintf("reading back the decisions: %d of %d", d.counts().records, wl.info.Transactions)))
+	if err := checkDecided(wl.txCount, rb); err != nil {
+		return nil, fmt.Errorf("%s: %w", title, err)
 	}
-	s := d.counts()
-	if s.ids < wl.txIDs {
-		return nil, fmt.Errorf("%s: %d transaction ids decided, want %d", title, s.ids, wl.txIDs)
+	visibleAt, err := visible.pastAll(rb.lastOffsets())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", title, err)
 	}
-	s.markers = markersSeen
-	res := &benchKafka{benchThroughput: throughput(len(wl.records), end.Sub(start)), Decisions: s.records,
-		DecisionIDs: s.ids, EndMarkers: s.markers, FirstDecisionMs: ms(d.firstDecision().Sub(start)), GOGC: gcPercent()}
+	s := rb.counts()
+	res := &benchKafka{benchThroughput: throughput(len(wl.records), latest(markedAt, visibleAt).Sub(start)), benchDelivery: d.report(),
+		Decisions: s.records, DecisionIDs: s.ids, EndMarkers: markersSeen, FirstDecisionMs: ms(rb.firstDecision().Sub(start)),
+		FirstVisibleMs: ms(visible.firstVisible().Sub(start)), GOGC: gcPercent()}
 	// The final checkpoint committed what the tasks processed.
 	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ccancel()
@@ -852,6 +955,67 @@ func benchKafkaPhase(ctx context.Context, c benchConfig, nth int, kc kconf.Confi
 		return nil, fmt.Errorf("%s: reading the committed offsets: %w", title, err)
 	}
 	return res, nil
+}
+
+// endOfDecisions is the key and value of the record readBackDecisions
+// appends to every partition of a decisions topic once its service has
+// stopped: a read_committed consumer that has read it has read every
+// committed decision before it, which no count of offsets tells (commit
+// markers take offsets too).
+const endOfDecisions = "bench: end of decisions"
+
+// readBackDecisions reads a stopped service's decisions topic read_committed,
+// to the end: it appends endOfDecisions to each of its partitions and reads
+// until it has seen them all. The watcher it returns is closed.
+func readBackDecisions(ctx context.Context, kc kconf.Config, topic string, partitions int) (*decisionWatcher, error) {
+	cl, err := benchClient(kc, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return nil, err
+	}
+	var ends []*kgo.Record
+	for p := range partitions {
+		ends = append(ends, &kgo.Record{Topic: topic, Partition: int32(p), Key: []byte(endOfDecisions), Value: []byte(endOfDecisions)})
+	}
+	err = cl.ProduceSync(ctx, ends...).FirstErr()
+	cl.Close()
+	if err != nil {
+		return nil, fmt.Errorf("end of decisions: %w", err)
+	}
+	w, err := watchDecisions(kc, topic, "", "", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	select {
+	case <-w.goal(func(s decisionCounts) bool { return s.ends >= partitions }):
+		return w, nil
+	case <-ctx.Done():
+		s := w.counts()
+		return nil, errStopped(ctx, fmt.Sprintf("%d decisions read, the end of %d of %d partitions (a transaction left open holds read_committed consumers back)",
+			s.records, s.ends, partitions))
+	}
+}
+
+// checkDecided compares the decisions w read back (w closed) with the
+// transaction records of the workload (want: tx_id to records): every tx_id
+// decided once per record, as replay decides, and no other id.
+func checkDecided(want map[string]int, w *decisionWatcher) error {
+	var bad []string
+	for id, n := range want {
+		if got := w.seen[id].n; got != n {
+			bad = append(bad, fmt.Sprintf("%s: %d decisions for %d transaction records", id, got, n))
+		}
+	}
+	for id, s := range w.seen {
+		if _, ok := want[id]; !ok {
+			bad = append(bad, fmt.Sprintf("%s: %d decisions, not a tx_id of the workload", id, s.n))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	return fmt.Errorf("%d tx ids not decided once per transaction record, e.g. %s", len(bad), strings.Join(bad[:min(len(bad), 3)], "; "))
 }
 
 // runningService is a Service whose Run goroutine is going.
@@ -913,53 +1077,72 @@ func latest(a, b time.Time) time.Time {
 	return a
 }
 
-// endOffsetWatcher polls the end offsets of a topic's partitions until
-// they sum to a goal: the moment that many records were acknowledged by the
-// broker, known without reading them.
-type endOffsetWatcher struct {
-	reached chan time.Time // receives the time of the poll that saw the goal
+// stableOffsetWatcher polls the last stable offsets of a topic's partitions,
+// the end of what a read_committed consumer may read (with no transaction,
+// as under at-least-once, the high watermark), and notes each partition's
+// every change with the time of the poll that saw it: when records became
+// visible, known without reading them. It polls until closed.
+type stableOffsetWatcher struct {
+	reached chan time.Time // receives the time of the first poll whose offsets sum to goal
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	last    atomic.Int64
+	topic   string
+
+	mu      sync.Mutex
+	last    int64                  // the sum of the last poll
+	history map[int32][]offsetSeen // each partition's offsets, in the order seen; a partition at 0 has none
 }
 
-// endOffsetPoll is how often an endOffsetWatcher asks: fine next to a
-// phase of seconds, and a light load on the broker.
-const endOffsetPoll = 5 * time.Millisecond
+// offsetSeen is a partition's last stable offset as of a poll.
+type offsetSeen struct {
+	at     time.Time
+	offset int64
+}
 
-func watchEndOffsets(ctx context.Context, kc kconf.Config, topic string, goal int64) (*endOffsetWatcher, error) {
+// offsetPoll is how often a stableOffsetWatcher asks: fine next to a
+// phase of seconds, and a light load on the broker.
+const offsetPoll = 5 * time.Millisecond
+
+func watchStableOffsets(ctx context.Context, kc kconf.Config, topic string, goal int64) (*stableOffsetWatcher, error) {
 	cl, err := benchClient(kc)
 	if err != nil {
 		return nil, err
 	}
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithCancel(ctx)
-	w := &endOffsetWatcher{reached: make(chan time.Time, 1), cancel: cancel}
+	w := &stableOffsetWatcher{reached: make(chan time.Time, 1), cancel: cancel, topic: topic, history: make(map[int32][]offsetSeen)}
 	w.wg.Go(func() {
 		defer adm.Close()
-		tick := time.NewTicker(endOffsetPoll)
+		tick := time.NewTicker(offsetPoll)
 		defer tick.Stop()
-		for {
+		for reached := false; ; {
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
 			}
-			ends, err := adm.ListEndOffsets(ctx, topic)
+			offs, err := adm.ListCommittedOffsets(ctx, topic)
 			if err != nil {
 				continue // the next poll asks again; the phase's timeout bounds it
 			}
 			now := time.Now()
 			var n int64
-			ends.Each(func(o kadm.ListedOffset) {
-				if o.Err == nil {
-					n += o.Offset
+			w.mu.Lock()
+			offs.Each(func(o kadm.ListedOffset) {
+				if o.Err != nil {
+					return
+				}
+				n += o.Offset
+				h := w.history[o.Partition]
+				if (len(h) == 0 && o.Offset > 0) || (len(h) > 0 && o.Offset > h[len(h)-1].offset) {
+					w.history[o.Partition] = append(h, offsetSeen{now, o.Offset})
 				}
 			})
-			w.last.Store(n)
-			if n >= goal {
+			w.last = n
+			w.mu.Unlock()
+			if n >= goal && !reached {
 				w.reached <- now
-				return
+				reached = true
 			}
 		}
 	})
@@ -967,9 +1150,53 @@ func watchEndOffsets(ctx context.Context, kc kconf.Config, topic string, goal in
 }
 
 // sum is the total of the last poll.
-func (w *endOffsetWatcher) sum() int64 { return w.last.Load() }
+func (w *stableOffsetWatcher) sum() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
 
-func (w *endOffsetWatcher) close() {
+// pastAll returns the time of the first poll by which the last stable
+// offset of every partition was past last[partition]: when a read_committed
+// consumer could read every record up to those offsets. It fails if a
+// partition's was not by the last poll.
+func (w *stableOffsetWatcher) pastAll(last map[int32]int64) (time.Time, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var at time.Time
+	for p, off := range last {
+		h := w.history[p]
+		i := slices.IndexFunc(h, func(s offsetSeen) bool { return s.offset > off })
+		if i < 0 {
+			stable := int64(0)
+			if len(h) > 0 {
+				stable = h[len(h)-1].offset
+			}
+			return time.Time{}, fmt.Errorf("%s partition %d: the record at offset %d was not visible to read_committed consumers when the clock stopped (last stable offset %d)",
+				w.topic, p, off, stable)
+		}
+		at = latest(at, h[i].at)
+	}
+	return at, nil
+}
+
+// firstVisible returns the time of the first poll that saw a record: the
+// topic is fresh, so a partition's last stable offset above 0 is a record
+// visible (a transaction adds only the partitions it writes to).
+func (w *stableOffsetWatcher) firstVisible() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var first time.Time
+	for _, h := range w.history {
+		if len(h) > 0 && (first.IsZero() || h[0].at.Before(first)) {
+			first = h[0].at
+		}
+	}
+	return first
+}
+
+// close stops the polls; the watcher still answers.
+func (w *stableOffsetWatcher) close() {
 	w.cancel()
 	w.wg.Wait()
 }
@@ -980,11 +1207,14 @@ type decisionCounts struct {
 	ids     int // distinct ids among them
 	warm    int // distinct warm-up ids
 	markers int // end markers seen on the DLQ
+	ends    int // partitions whose endOfDecisions record was read
 }
 
-// decisionWatcher reads a decisions topic from its start and notes when it
-// first saw each id; when given a DLQ topic, it also counts the end markers
-// that reached it.
+// decisionWatcher reads a decisions topic from its start, read_committed (as
+// a downstream consumer of exactly-once outputs must; under at-least-once
+// it reads the same), and notes when it first saw each id and how many
+// decisions each got; when given a DLQ topic, it also counts the end
+// markers that reached it.
 type decisionWatcher struct {
 	cl         *kgo.Client
 	warmPrefix string
@@ -996,11 +1226,18 @@ type decisionWatcher struct {
 	closeOnce  sync.Once
 
 	mu      sync.Mutex
-	first   map[string]time.Time
-	firstAt time.Time // the earliest timestamp of a (not warm-up) decision: when the service produced it
+	seen    map[string]idSeen
+	last    map[int32]int64 // each partition's last decision's offset, warm-up ones included
+	firstAt time.Time       // the earliest timestamp of a (not warm-up) decision: when the service produced it
 	c       decisionCounts
 	cond    func(decisionCounts) bool
 	notify  chan time.Time
+}
+
+// idSeen is what a decisionWatcher noted of one id.
+type idSeen struct {
+	first time.Time // when its first decision was read
+	n     int       // its decisions
 }
 
 func watchDecisions(kc kconf.Config, topic, warmPrefix, dlq string, markers map[topicPartition]int64) (*decisionWatcher, error) {
@@ -1012,13 +1249,14 @@ func watchDecisions(kc kconf.Config, topic, warmPrefix, dlq string, markers map[
 		topics = append(topics, dlq)
 	}
 	cl, err := benchClient(kc, kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &decisionWatcher{cl: cl, warmPrefix: warmPrefix, dlq: dlq, markers: markers, marked: make(map[topicPartition]bool),
-		cancel: cancel, first: make(map[string]time.Time)}
+		cancel: cancel, seen: make(map[string]idSeen), last: make(map[int32]int64)}
 	w.wg.Go(func() {
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
@@ -1033,9 +1271,19 @@ func watchDecisions(kc kconf.Config, topic, warmPrefix, dlq string, markers map[
 					return
 				}
 				id := string(r.Key)
+				if id == endOfDecisions {
+					w.c.ends++
+					return
+				}
+				w.last[r.Partition] = max(w.last[r.Partition], r.Offset)
+				s, ok := w.seen[id]
+				s.n++
+				if !ok {
+					s.first = now
+				}
+				w.seen[id] = s
 				if warmPrefix != "" && strings.HasPrefix(id, warmPrefix) {
-					if _, ok := w.first[id]; !ok {
-						w.first[id] = now
+					if !ok {
 						w.c.warm++
 					}
 					return
@@ -1044,8 +1292,7 @@ func watchDecisions(kc kconf.Config, topic, warmPrefix, dlq string, markers map[
 				if w.firstAt.IsZero() || r.Timestamp.Before(w.firstAt) {
 					w.firstAt = r.Timestamp
 				}
-				if _, ok := w.first[id]; !ok {
-					w.first[id] = now
+				if !ok {
 					w.c.ids++
 				}
 			})
@@ -1106,9 +1353,12 @@ func (w *decisionWatcher) counts() decisionCounts {
 
 // received returns the time id's first decision was read, after close.
 func (w *decisionWatcher) received(id string) (time.Time, bool) {
-	t, ok := w.first[id]
-	return t, ok
+	s, ok := w.seen[id]
+	return s.first, ok
 }
+
+// lastOffsets returns each partition's last decision's offset, after close.
+func (w *decisionWatcher) lastOffsets() map[int32]int64 { return w.last }
 
 func (w *decisionWatcher) close() {
 	w.closeOnce.Do(func() {
@@ -1119,33 +1369,36 @@ func (w *decisionWatcher) close() {
 }
 
 // latencySuffix renames the latency phase's topics, so that phase 3's
-// backlog and outputs are not in its way.
+// backlog and outputs are not in its way (deliveryConfig.suffix follows it:
+// each configuration has topics of its own).
 const latencySuffix = ".bench-latency"
 
 // latencyWarmPrefix starts the ids of phase 4's warm-up transactions, which
 // the decision watcher counts apart: they are not in the latencies.
 const latencyWarmPrefix = "bench-warmup-"
 
-// benchLatencyPhase: phase 4. A fresh service (its own input, output and
-// rules topics, group and data directory; DefaultConfig settings) is
-// started and warmed up (one transaction per partition, decided before the
-// clock starts). Then a workload of rate×duration events is produced at the
-// rate, each record's send time being the moment its Produce call is made;
-// a consumer of the decisions topic notes when each transaction id's first
-// decision arrives. Latency is arrival − send of every transaction id.
-func benchLatencyPhase(ctx context.Context, c benchConfig, kc kconf.Config, dir string, log *slog.Logger) (*benchLatency, error) {
+// benchLatencyPhase: phase 4 under delivery d. A fresh service (its own
+// input, output and rules topics, group and data directory; DefaultConfig
+// settings but d's) is started and warmed up (one transaction per
+// partition, decided before the clock starts). Then a workload of
+// rate×duration events is produced at the rate, each record's send time
+// being the moment its Produce call is made; a read_committed consumer of
+// the decisions topic notes when each transaction id's first decision
+// arrives: under exactly-once, after the commit of the checkpoint that
+// follows it. Latency is arrival − send of every transaction id.
+func benchLatencyPhase(ctx context.Context, c benchConfig, d deliveryConfig, kc kconf.Config, dir string, log *slog.Logger) (*benchLatency, error) {
 	defer gctune.GCPercent(gctune.ServeGOGC)() // as vigil serve sets it
-	title := phaseTitles[phaseLatency]
+	title := phaseTitles[phaseLatency] + ", " + d.String()
 	bound := c.latencyDuration + c.timeout
 	pctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	fail := func(err error) (*benchLatency, error) { return nil, phaseError(ctx, title, bound, err) }
 
-	lw, err := newLatencyWorkload(c)
+	lw, err := newLatencyWorkload(c, latencySuffix+d.suffix())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", title, err)
 	}
-	cfg := latencyServiceConfig(c, kc, dir, log)
+	cfg := latencyServiceConfig(c, d, kc, dir, log)
 	svc, err := kafka.New(pctx, cfg, lw.ruleset, true)
 	if err != nil {
 		return fail(fmt.Errorf("start the service: %w", err))
@@ -1172,12 +1425,14 @@ func benchLatencyPhase(ctx context.Context, c benchConfig, kc kconf.Config, dir 
 		return fail(err)
 	}
 	done := w.goal(func(s decisionCounts) bool { return s.ids >= lw.txIDs })
-	c.prof.begin(phaseLatency)
+	key := profileKey(phaseLatency, d)
+	c.prof.begin(key)
 	sent, err := sendPaced(pctx, prod, lw, c.rate)
 	if err != nil {
 		return fail(err)
 	}
-	werr := awaitDecisions(pctx, c.prof, done, run, w, lw)
+	werr := awaitDecisions(pctx, done, run, w, lw)
+	c.prof.end(key)
 	stopped = true
 	if err := run.stop(); err != nil {
 		werr = errors.Join(werr, err)
@@ -1189,7 +1444,7 @@ func benchLatencyPhase(ctx context.Context, c benchConfig, kc kconf.Config, dir 
 		return fail(werr)
 	}
 	w.close() // received reads what it noted without its lock
-	return latencyResult(c, lw, sent, w), nil
+	return latencyResult(c, d, lw, sent, w), nil
 }
 
 // latencyWorkload is phase 4's input: the example ruleset with its topics
@@ -1202,13 +1457,13 @@ type latencyWorkload struct {
 	users   int      // the workload's users, which may be fewer than --users
 }
 
-// newLatencyWorkload renames the example's topics and generates rate ×
-// duration events for them, paced at the rate in event time too. A short
-// phase has too few events for the fraud planted for --users users: the
-// users are halved until the workload is valid, rather than refusing a
+// newLatencyWorkload renames the example's topics (suffix) and generates
+// rate × duration events for them, paced at the rate in event time too. A
+// short phase has too few events for the fraud planted for --users users:
+// the users are halved until the workload is valid, rather than refusing a
 // short phase.
-func newLatencyWorkload(c benchConfig) (*latencyWorkload, error) {
-	seed, err := renameTopics(examples.Fraud, latencySuffix)
+func newLatencyWorkload(c benchConfig, suffix string) (*latencyWorkload, error) {
+	seed, err := renameTopics(examples.Fraud, suffix)
 	if err != nil {
 		return nil, err
 	}
@@ -1233,17 +1488,19 @@ func newLatencyWorkload(c benchConfig) (*latencyWorkload, error) {
 		txTopic: topics[names["transactions"]], users: wc.Users}, nil
 }
 
-// latencyServiceConfig is phase 4's service: DefaultConfig, whose latency
-// settings are the ones measured, with a group, data directory and topics
-// of its own, so that nothing phase 3 left is read or in the way.
-func latencyServiceConfig(c benchConfig, kc kconf.Config, dir string, log *slog.Logger) kafka.Config {
+// latencyServiceConfig is phase 4's service under d: DefaultConfig, whose
+// latency settings are the ones measured, with d's delivery and
+// checkpoints, and a group, data directory and topics of its own, so that
+// nothing phase 3 or another configuration left is read or in the way.
+func latencyServiceConfig(c benchConfig, d deliveryConfig, kc kconf.Config, dir string, log *slog.Logger) kafka.Config {
 	cfg := kafka.DefaultConfig
 	cfg.Kafka = kc
-	cfg.Group = "bench-latency"
-	cfg.DataDir = filepath.Join(dir, "latency")
+	cfg.Group = "bench-latency" + d.suffix()
+	cfg.DataDir = filepath.Join(dir, "latency"+d.suffix())
 	cfg.Partitions = int32(c.partitions)
 	cfg.Logger = log
-	cfg.Topics = cfg.Topics.WithSuffix(latencySuffix)
+	cfg.Topics = cfg.Topics.WithSuffix(latencySuffix + d.suffix())
+	d.apply(&cfg)
 	return cfg
 }
 
@@ -1353,13 +1610,11 @@ func sendPaced(ctx context.Context, prod *latencyProducer, lw *latencyWorkload, 
 }
 
 // awaitDecisions waits, once every record is sent, for done: a decision for
-// every transaction id. The profile of the phase stops there, before the
-// service's shutdown. Otherwise it says why the decisions did not come: the
-// service stopped, or the phase timed out or was interrupted.
-func awaitDecisions(ctx context.Context, prof *cpuProfiler, done <-chan time.Time, run *runningService, w *decisionWatcher, lw *latencyWorkload) error {
+// every transaction id. Otherwise it says why the decisions did not come:
+// the service stopped, or the phase timed out or was interrupted.
+func awaitDecisions(ctx context.Context, done <-chan time.Time, run *runningService, w *decisionWatcher, lw *latencyWorkload) error {
 	select {
 	case <-done:
-		prof.end(phaseLatency)
 		return nil
 	case err := <-run.done:
 		run.done <- err // stop reads it
@@ -1374,7 +1629,7 @@ func awaitDecisions(ctx context.Context, prof *cpuProfiler, done <-chan time.Tim
 // arrival times the watcher noted (w closed): the latency of a transaction
 // id is its first decision's arrival minus its first Produce call, and the
 // achieved rate counts from the first to the last Produce call.
-func latencyResult(c benchConfig, lw *latencyWorkload, s *pacedSend, w *decisionWatcher) *benchLatency {
+func latencyResult(c benchConfig, d deliveryConfig, lw *latencyWorkload, s *pacedSend, w *decisionWatcher) *benchLatency {
 	lat := make([]time.Duration, 0, len(s.sent))
 	for id, at := range s.sent {
 		if got, ok := w.received(id); ok {
@@ -1382,7 +1637,7 @@ func latencyResult(c benchConfig, lw *latencyWorkload, s *pacedSend, w *decision
 		}
 	}
 	slices.Sort(lat)
-	res := &benchLatency{Rate: c.rate, DurationSeconds: c.latencyDuration.Seconds(), Users: lw.users,
+	res := &benchLatency{benchDelivery: d.report(), Rate: c.rate, DurationSeconds: c.latencyDuration.Seconds(), Users: lw.users,
 		Events: len(lw.records), Transactions: lw.info.Transactions, TransactionIDs: lw.txIDs, Decided: len(lat),
 		MaxBehindMs: ms(s.behind), GOGC: gcPercent()}
 	if span := s.last.Sub(s.start); span > 0 && len(lw.records) > 1 {
@@ -1438,7 +1693,7 @@ func renameTopics(src []byte, suffix string) ([]byte, error) {
 	return yaml.Marshal(&doc)
 }
 
-// printBench prints the results as a table.
+// rates formats events/s for the text output.
 func rates(rs []float64) string {
 	var b strings.Builder
 	for i, r := range rs {
@@ -1450,6 +1705,7 @@ func rates(rs []float64) string {
 	return b.String()
 }
 
+// printBench prints the results as a table.
 func printBench(w io.Writer, c benchConfig, r *benchResult) {
 	wl := r.Workload
 	fmt.Fprintf(w, "workload: %d events (%d transactions, %d distinct tx ids; %d logins; %d devices; %.1f MB of values),\n"+
@@ -1463,7 +1719,7 @@ func printBench(w io.Writer, c benchConfig, r *benchResult) {
 	}
 	fmt.Fprintln(w)
 
-	const rowFmt = "%-30s %8s %8s %10s %10s\n"
+	const rowFmt = "%-34s %8s %8s %10s %10s\n"
 	fmt.Fprintf(w, rowFmt, "phase", "events", "seconds", "events/s", "vs replay")
 	var replay float64
 	if r.Replay != nil {
@@ -1481,7 +1737,7 @@ func printBench(w io.Writer, c benchConfig, r *benchResult) {
 		fmt.Fprintf(w, rowFmt, name, fmt.Sprint(t.Events), fmt.Sprintf("%.2f", t.Seconds), fmt.Sprintf("%.0f", t.EventsPerSec), vs)
 	}
 	var notes []string
-	var pt, rp, vk *benchThroughput
+	var pt, rp *benchThroughput
 	if p := r.Passthrough; p != nil {
 		pt = &p.benchThroughput
 		notes = append(notes, fmt.Sprintf("1: bare franz-go consume→produce with the service's client settings; %d records acknowledged (events + end markers)", p.Produced))
@@ -1491,34 +1747,81 @@ func printBench(w io.Writer, c benchConfig, r *benchResult) {
 		notes = append(notes, fmt.Sprintf("2: replay.Run in memory, output discarded; %d decisions; GOGC=%d", p.Decisions, p.GOGC))
 	}
 	if len(r.ReplayRuns) > 1 {
-		notes = append(notes, fmt.Sprintf("2, 3: the median of %d alternated runs each; events/s of every run:\n"+
-			"   replay %s\n   Kafka  %s", len(r.ReplayRuns), rates(r.ReplayRuns), rates(r.KafkaRuns)))
-	}
-	if p := r.VigilKafka; p != nil {
-		vk = &p.benchThroughput
-		notes = append(notes, fmt.Sprintf("3: %.0f%% of replay (target ≥ 80%%); first decision produced %.0f ms after Run; %d decisions for %d ids;\n"+
-			"   %d of %d end markers reached; %d input offsets committed at stop; GOGC=%d",
-			p.PercentOfReplay, p.FirstDecisionMs, p.Decisions, p.DecisionIDs, p.EndMarkers, r.EndMarkers, p.ProcessedAtStop, p.GOGC))
+		n := fmt.Sprintf("2, 3: the median of %d alternated runs each; events/s of every run:\n   replay         %s", len(r.ReplayRuns), rates(r.ReplayRuns))
+		if len(r.KafkaRuns) > 0 {
+			n += "\n   at-least-once  " + rates(r.KafkaRuns)
+		}
+		if len(r.KafkaRunsExactlyOnce) > 0 {
+			n += "\n   exactly-once   " + rates(r.KafkaRunsExactlyOnce)
+		}
+		notes = append(notes, n)
 	}
 	row("1 Kafka pass-through ceiling", pt)
 	row("2 vigil replay", rp)
-	row("3 Vigil over Kafka", vk)
+	for _, k := range []*benchKafka{r.VigilKafka, r.VigilKafkaExactlyOnce} {
+		if k == nil {
+			continue
+		}
+		row("3 Vigil over Kafka, "+k.Delivery, &k.benchThroughput)
+		target := ""
+		if k.Delivery == kafka.AtLeastOnce {
+			target = " (target ≥ 80%)"
+		}
+		notes = append(notes, fmt.Sprintf("3 %s (%s checkpoints every %s, a base every %d): %.0f%% of replay%s;\n"+
+			"   first decision produced %.0f ms after Run, visible to read_committed after %.0f ms;\n"+
+			"   %d decisions for %d ids (one per transaction record); %d of %d end markers reached; %d input offsets committed at stop; GOGC=%d",
+			k.Delivery, k.Checkpoints, k.interval(), k.CheckpointBaseEvery, k.PercentOfReplay, target,
+			k.FirstDecisionMs, k.FirstVisibleMs, k.Decisions, k.DecisionIDs, k.EndMarkers, r.EndMarkers, k.ProcessedAtStop, k.GOGC))
+	}
+	if r.VigilKafka == nil && r.VigilKafkaExactlyOnce == nil {
+		row("3 Vigil over Kafka", nil)
+	}
+	if q := r.ExactlyOnceRatio; q != nil {
+		met := "met"
+		if q.MedianRun < q.Goal || q.MedianOfRuns < q.Goal {
+			met = "NOT met"
+		}
+		notes = append(notes, fmt.Sprintf("3 exactly-once / at-least-once throughput: %.2f of the median runs, %.2f the median of the runs' ratios (%s);\n"+
+			"   goal ≥ %.2f: %s", q.MedianRun, q.MedianOfRuns, ratios(q.Runs), q.Goal, met))
+	}
 	fmt.Fprintln(w)
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
 	}
 	fmt.Fprintln(w)
-	if l := r.Latency; l != nil {
-		fmt.Fprintf(w, "4 event-to-decision latency at %.0f events/s for %s (fresh topics; DefaultConfig: linger 0, fetch wait %s):\n",
-			l.Rate, c.latencyDuration, kafka.DefaultConfig.FetchMaxWait)
-		fmt.Fprintf(w, "  decision received − produce call:  p50 %.2f ms   p99 %.2f ms   max %.2f ms\n", l.P50Ms, l.P99Ms, l.MaxMs)
-		fmt.Fprintf(w, "  %d events (%d users), %d transactions, %d of %d tx ids decided; achieved %.0f events/s,\n"+
-			"  producer at most %.1f ms behind its schedule; GOGC=%d\n",
-			l.Events, l.Users, l.Transactions, l.Decided, l.TransactionIDs, l.AchievedRate, l.MaxBehindMs, l.GOGC)
-	} else {
+	if len(r.Latencies) == 0 {
 		fmt.Fprintln(w, "4 event-to-decision latency: not run")
+	} else {
+		l0 := r.Latencies[0]
+		fmt.Fprintf(w, "4 event-to-decision latency at %.0f events/s for %s (fresh topics each; DefaultConfig: linger 0, fetch wait %s):\n"+
+			"  decision visible to a read_committed consumer − produce call, over every tx id\n",
+			l0.Rate, c.latencyDuration, kafka.DefaultConfig.FetchMaxWait)
+		const latFmt = "  %-44s %8s %8s %8s %13s %9s %9s\n"
+		fmt.Fprintf(w, latFmt, "configuration", "p50 ms", "p99 ms", "max ms", "ids decided", "events/s", "behind ms")
+		for _, l := range r.Latencies {
+			name := fmt.Sprintf("%s, commit every %s", l.Delivery, l.interval())
+			if l.Delivery == kafka.AtLeastOnce {
+				name = fmt.Sprintf("%s (%s checkpoints every %s)", l.Delivery, l.Checkpoints, l.interval())
+			}
+			fmt.Fprintf(w, latFmt, name, fmt.Sprintf("%.2f", l.P50Ms), fmt.Sprintf("%.2f", l.P99Ms), fmt.Sprintf("%.2f", l.MaxMs),
+				fmt.Sprintf("%d/%d", l.Decided, l.TransactionIDs), fmt.Sprintf("%.0f", l.AchievedRate), fmt.Sprintf("%.1f", l.MaxBehindMs))
+		}
+		fmt.Fprintf(w, "  each: %d events (%d users), %d transactions; events/s achieved from the first to the last produce call,\n"+
+			"  behind: the most the producer fell behind its schedule; GOGC=%d\n", l0.Events, l0.Users, l0.Transactions, l0.GOGC)
 	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "\nstopped: %s\n", r.Error)
 	}
+}
+
+// ratios formats ratios as rates formats rates.
+func ratios(rs []float64) string {
+	var b strings.Builder
+	for i, r := range rs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%.2f", r)
+	}
+	return b.String()
 }
