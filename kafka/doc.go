@@ -1,5 +1,5 @@
 // Package kafka is Vigil's runtime over Kafka (docs/design.md
-// "Architecture", "Delivery"): the consumer-group tasks that run the engine,
+// "Architecture", "Delivery", "Exactly-once"): the consumer-group tasks that run the engine,
 // the outputs they write, the checkpoint store, the ruleset log, backtests
 // over the input topics, the requests of the decision API, and the embedded
 // broker.
@@ -35,7 +35,11 @@
 // into a base when it is due, holding task.saving from the cut to the end of
 // the save; the next checkpoint takes it (TryLock: a checkpoint due while
 // one is being cut or saved is skipped) and the final checkpoint waits for
-// it. That goroutine alone touches task.ckpt meanwhile.
+// it. That goroutine alone touches task.ckpt meanwhile. Under exactly-once
+// (txn.go) it also commits the generation's transaction and opens the
+// generation's next one, replacing task.outcomes of that generation: the
+// task's goroutine reads only its current generation's, and switches
+// generation only at a cut, after task.saving was released.
 //
 // The side goroutines Run starts — the ruleset watcher (watchRules), the
 // owners map (watchOwners), the rule watchdog and its quarantiner (guard.go)

@@ -2,8 +2,9 @@
 //
 // vigil-bench bench runs, in one process, on one embedded broker and one
 // workload, the Kafka pass-through ceiling (a bare franz-go client with the
-// service's settings), vigil replay, the Vigil service over Kafka, and
-// event-to-decision latency at a fixed input rate. vigil-bench loadtest
+// service's settings), vigil replay, the Vigil service over Kafka
+// (at-least-once and exactly-once), and event-to-decision latency at a fixed
+// input rate, per delivery and commit interval. vigil-bench loadtest
 // drives POST /v1/decisions of a running vigil serve at a fixed rate (open
 // loop) and reports latencies; vigil-bench bare serves the floor it is
 // compared with, a bare handler that decodes the same JSON. The figures they produce, the commands that

@@ -57,19 +57,26 @@ var (
 // compactions. A read_committed consumer (kcat) must then see exactly the
 // decisions vigil replay makes of the same input, byte for byte, each as
 // many times as replay emits it (once, and again for each re-sent
-// transaction, as replay does), and every window result and alert once.
+// transaction, as replay does), and every window result and alert once. On
+// the embedded broker without security and with SASL (SCRAM-SHA-512) over
+// TLS and ACLs.
 func TestServeCrashExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
 	needKcat(t)
+	for _, start := range []func(*testing.T) testCluster{plainCluster, tlsCluster} {
+		c := start(t)
+		t.Run(c.name, func(t *testing.T) { testCrashExactlyOnce(t, c) })
+	}
+}
+
+func testCrashExactlyOnce(t *testing.T, c testCluster) {
 	dir := t.TempDir()
 	rulesPath := filepath.Join(dir, "eos.yaml")
 	if err := os.WriteFile(rulesPath, []byte(eosRules), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, line := startVigil(t, "listening on", "broker", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "broker"))
-	broker := lastField(line)
 
 	const kills = 20
 	genArgs := []string{"--events", "24000", "--users", "1500", "--seed", "11"}
@@ -79,12 +86,12 @@ func TestServeCrashExactlyOnce(t *testing.T) {
 	}
 	data, _ := os.ReadFile(file)
 	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	serveArgs := []string{"serve", "--brokers", broker, "--rules", rulesPath, "--data-dir", filepath.Join(dir, "state"),
-		"--delivery", "exactly-once", "--checkpoint-interval", "200ms", "--checkpoint-base-every", "3"}
+	serveArgs := append([]string{"serve", "--rules", rulesPath, "--data-dir", filepath.Join(dir, "state"),
+		"--delivery", "exactly-once", "--checkpoint-interval", "200ms", "--checkpoint-base-every", "3"}, c.serve...)
 
 	// The input, in order, over about as long as the kills take.
 	produced := make(chan error, 1)
-	go func() { produced <- produceSteadily(broker, "transactions", lines, 15*time.Second) }()
+	go func() { produced <- produceSteadilyWith(c.opts, "transactions", lines, 15*time.Second) }()
 	rng := time.Now().UnixNano()
 	t.Logf("kill delays seeded with %d", rng)
 	for range kills {
@@ -99,23 +106,17 @@ func TestServeCrashExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p, _ := startVigil(t, "vigil serving", serveArgs...)
+	startVigil(t, "vigil serving", serveArgs...) // the last start, left to run
 	want, _ := replayOutputs(t, rulesPath, genArgs, "decision")
 	total := 0
 	for _, n := range want {
 		total += n
 	}
 	var recs []kafkaRecord
-	for deadline := time.Now().Add(3 * time.Minute); ; {
-		recs = consume(t, broker, "vigil.decisions", readCommitted...)
-		if len(recs) >= total {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d decisions after 3 minutes; vigil's log:\n%s", len(recs), total, p.logs())
-		}
-		time.Sleep(500 * time.Millisecond) // polling a running service for its output
-	}
+	waitUntil(t, 3*time.Minute, "decision for every transaction", func() bool {
+		recs = c.consume(t, "vigil.decisions", readCommitted...)
+		return len(recs) >= total
+	})
 	got := make(map[string]int)
 	for _, r := range recs {
 		got[r.value]++
@@ -134,22 +135,17 @@ func TestServeCrashExactlyOnce(t *testing.T) {
 	t.Logf("%d decision records read_committed (%d distinct)", len(recs), len(got))
 	// An uncommitted read of the same topic shows what the crashes wrote
 	// and aborted: the kills did land inside transactions.
-	if all := len(consume(t, broker, "vigil.decisions", readUncommitted...)); all <= len(recs) {
+	if all := len(c.consume(t, "vigil.decisions", readUncommitted...)); all <= len(recs) {
 		t.Errorf("read_uncommitted sees %d decision records, read_committed %d: no kill landed in a transaction", all, len(recs))
 	} else {
 		t.Logf("aborted decision records: %d", all-len(recs))
 	}
-	checkOnce(t, broker, "vigil.windows", rulesPath, genArgs, "window")
-	checkOnce(t, broker, "vigil.alerts", rulesPath, genArgs, "match")
+	checkOnce(t, c, "vigil.windows", rulesPath, genArgs, "window")
+	checkOnce(t, c, "vigil.alerts", rulesPath, genArgs, "match")
 }
 
-// produceSteadily produces lines ("key<TAB>value") to topic in order, in
-// equal slices every 100 ms over about d.
-func produceSteadily(broker, topic string, lines []string, d time.Duration) error {
-	return produceSteadilyWith([]kgo.Opt{kgo.SeedBrokers(broker)}, topic, lines, d)
-}
-
-// produceSteadilyWith is produceSteadily through a client with opts.
+// produceSteadilyWith produces lines ("key<TAB>value") to topic in order,
+// through a client with opts, in equal slices every 100 ms over about d.
 func produceSteadilyWith(opts []kgo.Opt, topic string, lines []string, d time.Duration) error {
 	cl, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic(topic))...)
 	if err != nil {
@@ -177,11 +173,11 @@ func produceSteadilyWith(opts []kgo.Opt, topic string, lines []string, d time.Du
 // output that closed a minute or more before the input's last event (the
 // service's watermark has not passed the rest: replay, at the end of its
 // input, emits them too).
-func checkOnce(t *testing.T, broker, topic, rulesPath string, genArgs []string, kind string) {
+func checkOnce(t *testing.T, c testCluster, topic, rulesPath string, genArgs []string, kind string) {
 	t.Helper()
 	want, last := replayOutputs(t, rulesPath, genArgs, kind)
 	got := make(map[string]int)
-	for _, r := range consume(t, broker, topic, readCommitted...) {
+	for _, r := range c.consume(t, topic, readCommitted...) {
 		got[r.value]++
 	}
 	bad := 0
