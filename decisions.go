@@ -30,6 +30,10 @@ const (
 // each partition (q.Limit without filters) and returns those q selects,
 // newest first (by record time, then partition and offset).
 //
+// It reads what is committed: under exactly-once a decision is visible
+// once its transaction commits, and one that a crash aborted never is (a
+// topic without transactions reads the same either way).
+//
 // It reads with a client of its own, apart from the decision path's, opened
 // at the first call and kept until Run returns: a console polls every two
 // seconds, and on a secured cluster a client per call was a TLS handshake
@@ -50,7 +54,12 @@ func (s *Service) RecentDecisions(ctx context.Context, q DecisionQuery) ([]json.
 		if err != nil {
 			return nil, 0, fmt.Errorf("kafka client for %s: %w", topic, err)
 		}
-		if r.cl, err = kgo.NewClient(append(opts, kgo.FetchMaxWait(100*time.Millisecond))...); err != nil {
+		// Control records (transaction markers) are kept so that a
+		// partition whose last stable offset follows a marker is seen
+		// read to its end.
+		opts = append(opts, kgo.FetchMaxWait(100*time.Millisecond), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.KeepControlRecords())
+		if r.cl, err = kgo.NewClient(opts...); err != nil {
 			return nil, 0, fmt.Errorf("kafka client for %s: %w", topic, err)
 		}
 	}
@@ -63,7 +72,7 @@ func (s *Service) RecentDecisions(ctx context.Context, q DecisionQuery) ([]json.
 	if err != nil {
 		return nil, 0, fmt.Errorf("list the start offsets of %s: %w", topic, err)
 	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	ends, err := adm.ListCommittedOffsets(ctx, topic) // the last stable offsets
 	if err == nil {
 		err = ends.Error()
 	}
@@ -133,6 +142,9 @@ func (s *Service) RecentDecisions(ctx context.Context, q DecisionQuery) ([]json.
 			}
 			if r.Offset == end {
 				delete(last, r.Partition)
+			}
+			if r.Attrs.IsControl() {
+				return
 			}
 			scanned++
 			if json.Valid(r.Value) && q.Selects(r.Value) {

@@ -44,7 +44,7 @@ func realService(t *testing.T) *httptest.Server {
 }
 
 // realServiceBroker is realService that also returns the broker's address.
-func realServiceBroker(t *testing.T) (*httptest.Server, string) {
+func realServiceBroker(t *testing.T, opts ...func(*vigil.Config)) (*httptest.Server, string) {
 	t.Helper()
 	b, err := kafka.StartBroker(kafka.BrokerConfig{Listen: "127.0.0.1:0", Partitions: 2})
 	if err != nil {
@@ -52,8 +52,11 @@ func realServiceBroker(t *testing.T) (*httptest.Server, string) {
 	}
 	t.Cleanup(b.Close)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := vigil.Open(context.Background(), vigil.Config{Kafka: kconf.Config{Brokers: []string{b.Addr()}}, DataDir: t.TempDir(),
-		Partitions: 2, Logger: log}, []byte(serviceRules))
+	cfg := vigil.Config{Kafka: kconf.Config{Brokers: []string{b.Addr()}}, DataDir: t.TempDir(), Partitions: 2, Logger: log}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	svc, err := vigil.Open(context.Background(), cfg, []byte(serviceRules))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,6 +268,42 @@ func TestRealServiceRecentDecisions(t *testing.T) {
 	status, body, _ := call(t, srv, gw, "GET", "/v1/decisions?limit=2", "", "")
 	if diff := cmp.Diff([]string{"r4", "r3"}, api.RecentIDs(t, []byte(body))); status != 200 || diff != "" || !strings.Contains(body, `"scanned":2`) {
 		t.Errorf("after one more decision: %d %s (-want +got):\n%s", status, body, diff)
+	}
+}
+
+// TestRealServiceRecentDecisionsExactlyOnce: under exactly-once, GET
+// /v1/decisions shows committed decisions only: not a decision record of
+// a transaction that aborted, as a crash leaves behind.
+func TestRealServiceRecentDecisionsExactlyOnce(t *testing.T) {
+	srv, addr := realServiceBroker(t, func(c *vigil.Config) {
+		c.Delivery, c.Checkpoints = kafka.ExactlyOnce, kafka.CheckpointsKafka
+	})
+	const gw, js = "decider-token-0123456789", "application/json"
+	if status, resp, _ := call(t, srv, gw, "POST", "/v1/decisions?stream=tx", js, `{"tx_id":"r0","user_id":"u1","amount":5,"ts":1000}`); status != 200 {
+		t.Fatalf("decide: %d %s", status, resp)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("a-crashed-task"), kgo.DefaultProduceTopic("vigil.decisions"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	aborted := `{"kind":"decision","id":"aborted","stream":"tx","key":"u1","time":2000,"action":"allow","score":0,"rules":[],"shadow":[],"errors":[]}`
+	for p := range int32(2) {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Key: []byte("aborted"), Value: []byte(aborted)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	status, body, _ := call(t, srv, gw, "GET", "/v1/decisions", "", "")
+	if diff := cmp.Diff([]string{"r0"}, api.RecentIDs(t, []byte(body))); status != 200 || diff != "" || !strings.Contains(body, `"scanned":1`) {
+		t.Errorf("%d %s (-want +got):\n%s", status, body, diff)
 	}
 }
 

@@ -52,7 +52,10 @@ func (s *Service) retained(ctx context.Context, rs *rules.Ruleset, maxEvents int
 	if err != nil {
 		return nil, err
 	}
-	ends, err := s.adm.ListEndOffsets(ctx, inputs...)
+	// Committed records only, as the tasks read them under exactly-once
+	// (the decision API's events of an aborted transaction are no input),
+	// up to the last stable offset.
+	ends, err := s.adm.ListCommittedOffsets(ctx, inputs...)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +86,9 @@ func (s *Service) retained(ctx context.Context, rs *rules.Ruleset, maxEvents int
 	}
 	var lines []line
 	if left > 0 {
-		cl, err := s.client(kgo.ConsumePartitions(from))
+		// Markers are kept to see a partition read to its end when its
+		// last stable offset follows one.
+		cl, err := s.client(kgo.ConsumePartitions(from), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +103,7 @@ func (s *Service) retained(ctx context.Context, rs *rules.Ruleset, maxEvents int
 			}
 			fs.EachRecord(func(r *kgo.Record) {
 				end, _ := ends.Lookup(r.Topic, r.Partition)
-				if r.Offset < end.Offset && len(lines) < maxEvents && json.Valid(r.Value) {
+				if !r.Attrs.IsControl() && r.Offset < end.Offset && len(lines) < maxEvents && json.Valid(r.Value) {
 					b := append([]byte(`{"stream":`), strconv.Quote(streamOf[r.Topic])...)
 					b = append(append(b, `,"partition":`...), strconv.Itoa(int(r.Partition))...)
 					b = append(append(b, `,"timestamp":`...), strconv.FormatInt(r.Timestamp.UnixMilli(), 10)...)

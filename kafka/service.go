@@ -48,7 +48,8 @@ type Config struct {
 	Checkpoints          string // the store: CheckpointsDir (default) or CheckpointsKafka
 	// Delivery is AtLeastOnce (the default) or ExactlyOnce, which needs
 	// the Kafka store: each checkpoint is committed in one transaction
-	// with the outputs before it (txn.go).
+	// with the outputs before it (txn.go). Under ExactlyOnce a zero
+	// CheckpointInterval or CheckpointBaseEvery takes ExactlyOnceDefaults.
 	Delivery           string
 	SessionTimeout     time.Duration // how long the group waits for a silent member before moving its partitions
 	DataDir            string        // checkpoints live under DataDir/checkpoints
@@ -94,6 +95,9 @@ var DefaultConfig = Config{
 
 func (c *Config) fillDefaults() {
 	d := DefaultConfig
+	if c.Delivery == "" {
+		c.Delivery = d.Delivery
+	}
 	if c.Group == "" {
 		c.Group = d.Group
 	}
@@ -116,6 +120,9 @@ func (c *Config) fillDefaults() {
 	if c.CheckpointMaxChanges <= 0 {
 		c.CheckpointMaxChanges = d.CheckpointMaxChanges
 	}
+	if c.Delivery == ExactlyOnce {
+		d.CheckpointInterval, d.CheckpointBaseEvery = ExactlyOnceDefaults.CheckpointInterval, ExactlyOnceDefaults.CheckpointBaseEvery
+	}
 	if c.CheckpointBaseEvery <= 0 {
 		c.CheckpointBaseEvery = d.CheckpointBaseEvery
 	}
@@ -127,9 +134,6 @@ func (c *Config) fillDefaults() {
 	}
 	if c.Checkpoints == "" {
 		c.Checkpoints = d.Checkpoints
-	}
-	if c.Delivery == "" {
-		c.Delivery = d.Delivery
 	}
 	if c.SessionTimeout <= 0 {
 		c.SessionTimeout = d.SessionTimeout

@@ -137,3 +137,38 @@ func TestExactlyOnceFenced(t *testing.T) {
 		t.Errorf("the fenced task committed a2: %v", got)
 	}
 }
+
+// TestExactlyOnceBacktest: a backtest over the input topics reads what is
+// committed: an input record of an aborted transaction (the decision API's
+// event of a transaction a crash aborted, say) is not replayed.
+func TestExactlyOnceBacktest(t *testing.T) {
+	svc, addr := testService(t, rulesA, exactlyOnce)
+	waitReady(t, svc)
+	ctx := context.Background()
+	if _, _, err := svc.Decide(ctx, "tx", []byte(`{"tx_id":"a1","user_id":"u1","amount":5,"ts":1000}`)); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("a-crashed-producer"), kgo.DefaultProduceTopic("tx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("u1"), Value: []byte(`{"tx_id":"gone","user_id":"u1","amount":5,"ts":2000}`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	rep, err := svc.Backtest(bctx, []byte(rulesB), nil, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Decisions != 1 || rep.NewHits["fives"] != 1 {
+		t.Fatalf("backtest over a1 and an aborted record: %+v, want a1 alone", rep)
+	}
+}
