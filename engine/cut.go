@@ -58,7 +58,7 @@ func (t *Task) resetTracking() {
 	}
 	t.epoch++
 	t.dirty = make(map[string]struct{})
-	t.journal = nil
+	t.journal = idJournal{}
 }
 
 // touch is called before every change to key's state. On a tracked task,
@@ -83,7 +83,7 @@ func (t *Task) touch(key string) {
 // keys changed and changes to its ids since the last cut. Both take memory
 // until the cut takes them (about a hundred bytes each), so a driver that
 // checkpoints on a long interval also checkpoints when they pile up.
-func (t *Task) Changes() int { return len(t.dirty) + len(t.journal) }
+func (t *Task) Changes() int { return len(t.dirty) + t.journal.n }
 
 // logID journals id's entry, after it was put or changed.
 func (t *Task) logID(stream int, id string) {
@@ -96,7 +96,7 @@ func (t *Task) logID(stream int, id string) {
 		return
 	}
 	en.pending = nil
-	t.journal = append(t.journal, idChange{kind: idPut, stream: stream, id: id, entry: en, features: s.features[id]})
+	t.journal.add(idChange{kind: idPut, stream: stream, id: id, entry: en, features: s.features[id]})
 }
 
 // idChange is one change to a task's ids, in the journal.
@@ -108,11 +108,47 @@ type idChange struct {
 	features []byte // idPut: its features
 }
 
+// idJournal is a tracked task's changes to its ids since the last cut, in
+// blocks of a fixed size. Appending never copies what is there: a slice
+// doubling as it grew copied every change again, 4-11% of a task's CPU with
+// frequent checkpoints (docs/performance.md, "Issue 19"). A cut takes it
+// whole.
+type idJournal struct {
+	blocks [][]idChange
+	n      int
+}
+
+// idJournalBlock is the changes per block: 30 KB of them.
+const idJournalBlock = 256
+
+func (j *idJournal) add(c idChange) {
+	last := len(j.blocks) - 1
+	if last < 0 || len(j.blocks[last]) == idJournalBlock {
+		j.blocks = append(j.blocks, make([]idChange, 0, idJournalBlock))
+		last++
+	}
+	j.blocks[last] = append(j.blocks[last], c)
+	j.n++
+}
+
+// all yields the changes in the order they were made.
+func (j *idJournal) all() iter.Seq[*idChange] {
+	return func(yield func(*idChange) bool) {
+		for _, b := range j.blocks {
+			for i := range b {
+				if !yield(&b[i]) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // Cut is a checkpoint being taken: a delta holding the keys changed since
 // the previous cut (or since Track), and every change to the ids since.
 type Cut struct {
 	head    []byte // version, kind, layout and globals, written at the cut
-	ids     []idChange
+	ids     idJournal
 	pending map[string]struct{} // keys whose record is still to encode
 	next    func() (string, bool)
 	stop    func()
@@ -159,7 +195,7 @@ func (t *Task) Cut() (*Cut, error) {
 		return nil, err
 	}
 	c := &Cut{head: e.Bytes(), ids: t.journal, pending: t.dirty}
-	t.journal = nil
+	t.journal = idJournal{}
 	// No size hint: a map of the last cut's size, allocated and cleared
 	// here, was most of the cut's time at 1M keys; it grows with the
 	// changes instead, a key at a time.
@@ -252,14 +288,14 @@ func (c *Cut) Bytes() ([]byte, error) {
 	}
 	recs := slices.Concat(c.recs...)
 	slices.SortFunc(recs, func(a, b cutRecord) int { return strings.Compare(a.key, b.key) })
-	size := len(c.head) + 64*len(c.ids) + 16
+	size := len(c.head) + 64*c.ids.n + 16
 	for _, r := range recs {
 		size += len(r.key) + len(r.data) + 8
 	}
 	e := codec.NewEncoder(append(make([]byte, 0, size), c.head...))
-	e.Int(len(c.ids))
+	e.Int(c.ids.n)
 	var sub codec.Encoder
-	for _, ch := range c.ids {
+	for ch := range c.ids.all() {
 		e.Uvarint(uint64(ch.kind))
 		e.Int(ch.stream)
 		switch ch.kind {

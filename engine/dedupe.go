@@ -45,7 +45,7 @@ type seenIDs struct {
 	features map[string][]byte
 	// journal, when the task is tracked (Track), logs the ids that expire
 	// here, for the next checkpoint; stream is this table's stream.
-	journal *[]idChange
+	journal *idJournal
 	stream  int
 }
 
@@ -247,7 +247,7 @@ func (s *seenIDs) expire(horizon int64) {
 		s.table, s.n, s.miss.valid = nil, 0, false
 		s.features = nil
 		if s.journal != nil {
-			*s.journal = append(*s.journal, idChange{kind: idClear, stream: s.stream})
+			s.journal.add(idChange{kind: idClear, stream: s.stream})
 		}
 		s.base += end
 		s.chunks, s.head = nil, 0
@@ -274,7 +274,7 @@ func (s *seenIDs) expire(horizon int64) {
 				delete(s.features, en.id)
 			}
 			if s.journal != nil {
-				*s.journal = append(*s.journal, idChange{kind: idRemove, stream: s.stream, id: en.id})
+				s.journal.add(idChange{kind: idRemove, stream: s.stream, id: en.id})
 			}
 			s.remove(i)
 			if cur != en && !cur.dead {

@@ -153,7 +153,7 @@ type Task struct {
 	track   bool
 	epoch   uint32
 	dirty   map[string]struct{}
-	journal []idChange
+	journal idJournal
 	cut     *Cut
 }
 
