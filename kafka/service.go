@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/internal/gctune"
 	"github.com/vigil-cep/vigil/kafka/kconf"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/state"
@@ -587,8 +588,12 @@ func (s *Service) assign(ctx context.Context, offsets map[string]map[int32]kgo.O
 	// decisions (the stores are safe for concurrent use by different
 	// tasks), and a process's restore takes about as long as its largest
 	// task's rather than the sum (docs/design.md "Delivery").
+	// With the collector off: a restore allocates the state it restores,
+	// which all stays live, and cycles during it only mark a growing heap
+	// (gctune.Pause; the soft memory limit still holds).
 	started := make([]*task, len(start))
 	errs := make([]error, len(start))
+	resume := gctune.Pause()
 	var wg sync.WaitGroup
 	for i, p := range start {
 		wg.Go(func() {
@@ -598,6 +603,7 @@ func (s *Service) assign(ctx context.Context, offsets map[string]map[int32]kgo.O
 		})
 	}
 	wg.Wait()
+	resume()
 	for i, t := range started {
 		if t == nil {
 			continue

@@ -151,3 +151,39 @@ func TestHeapLimit(t *testing.T) {
 		t.Errorf("after stop: %d MiB, want the limit before (4096)", got/mib)
 	}
 }
+
+func TestPause(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(ServeGOGC))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	t.Setenv("GOGC", "")
+	percent := func() int {
+		p := debug.SetGCPercent(-1)
+		debug.SetGCPercent(p)
+		return p
+	}
+	first := Pause()
+	second := Pause()
+	if got := percent(); got != -1 {
+		t.Fatalf("paused: GOGC %d, want -1 (off)", got)
+	}
+	if l := debug.SetMemoryLimit(-1); Available() > 0 && l != Available()/4*3 {
+		t.Errorf("paused without a limit: limit %d, want %d", l, Available()/4*3)
+	}
+	first()
+	first() // a second call of the same resume changes nothing
+	if got := percent(); got != -1 {
+		t.Fatalf("one of two pauses resumed: GOGC %d, want still off", got)
+	}
+	second()
+	if got := percent(); got != ServeGOGC {
+		t.Errorf("resumed: GOGC %d, want %d", got, ServeGOGC)
+	}
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		t.Errorf("resumed: limit %d, want none again", l)
+	}
+	t.Setenv("GOGC", "50")
+	Pause()()
+	if got := percent(); got != ServeGOGC {
+		t.Errorf("with GOGC set, Pause moved it to %d", got)
+	}
+}
