@@ -111,7 +111,7 @@ type idChange struct {
 // idJournal is a tracked task's changes to its ids since the last cut, in
 // blocks of a fixed size. Appending never copies what is there: a slice
 // doubling as it grew copied every change again, 4-11% of a task's CPU with
-// frequent checkpoints (docs/performance.md, "Issue 19"). A cut takes it
+// frequent checkpoints (docs/performance.md). A cut takes it
 // whole.
 type idJournal struct {
 	blocks [][]idChange
