@@ -53,6 +53,30 @@ type pendingCut struct {
 	start  time.Time
 }
 
+// backlogPause is how many times as long as its last cut took a task
+// behind its input waits before it cuts again, past the interval: at most a
+// tenth of its time goes to checkpoints while it catches up. Under a backlog
+// every key changes between two cuts, so each cut encodes nearly the whole
+// state again; under exactly-once, at 100 ms commits, that was 15% of the
+// CPU of a service catching up (docs/performance.md). A task
+// with nothing queued checkpoints on the interval, as the latency of its
+// outputs then depends on it.
+const backlogPause = 9
+
+// checkpointDue reports whether the task checkpoints now: its interval has
+// passed (and, while batches are queued, backlogPause times its last cut's
+// duration too), or the changes waiting for a cut have piled up.
+func (t *task) checkpointDue() bool {
+	if t.eng.Changes() >= t.s.cfg.CheckpointMaxChanges {
+		return true
+	}
+	since := time.Since(t.lastCkpt)
+	if since < t.s.cfg.CheckpointInterval {
+		return false
+	}
+	return len(t.in) == 0 || since >= backlogPause*t.cutCost
+}
+
 // checkpoint starts a checkpoint of the task (see above). With background
 // unset (the final checkpoint of a stopping task) it finishes a cut in
 // progress and saves, then cuts, encodes and saves again, all before it
@@ -108,6 +132,7 @@ func (t *task) checkpoint(ctx context.Context, background bool) error {
 			return fmt.Errorf("snapshot: %w", err)
 		}
 		t.eng.Track() // the snapshot is the base the next deltas extend
+		t.cutCost = time.Since(pc.start)
 		pc.snap.Sections[sectionEngine] = data
 		return t.save(ctx, pc, background)
 	}
@@ -142,6 +167,7 @@ func (t *task) stepCut() {
 	}
 	pc := t.ckpt.cut
 	t.ckpt.cut = nil
+	t.cutCost = time.Since(pc.start)
 	t.save(context.Background(), pc, true) // errors are reported by the goroutine
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/service"
 )
 
@@ -116,5 +118,43 @@ func TestCheckpointOnChanges(t *testing.T) {
 			t.Fatalf("no checkpoint after 20 records: seq %d (before %d), %d changes waiting", seq, before, changes)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCheckpointDueBehind: past its interval a task checkpoints at once
+// when nothing is queued, but while batches wait it also waits backlogPause
+// times as long as its last cut took; the pile of changes still forces one.
+func TestCheckpointDueBehind(t *testing.T) {
+	rs, err := rules.Load([]byte(rulesA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.NewTask(rs, func(engine.Output) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	tk := &task{s: &Service{cfg: Config{CheckpointInterval: time.Second, CheckpointMaxChanges: 1 << 19}},
+		eng: eng, in: make(chan *batch, 1), cutCost: time.Second}
+	at := func(ago time.Duration) bool {
+		tk.lastCkpt = time.Now().Add(-ago)
+		return tk.checkpointDue()
+	}
+	if at(500 * time.Millisecond) {
+		t.Error("due before the interval")
+	}
+	if !at(2 * time.Second) {
+		t.Error("idle, past the interval: not due")
+	}
+	tk.in <- &batch{}
+	if at(2 * time.Second) {
+		t.Error("behind, past the interval but within the pause after a 1 s cut: due")
+	}
+	if !at(backlogPause*time.Second + time.Second) {
+		t.Error("behind, past the pause: not due")
+	}
+	tk.s.cfg.CheckpointMaxChanges = 0
+	if !at(0) {
+		t.Error("changes piled up: not due")
 	}
 }

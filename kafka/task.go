@@ -40,7 +40,8 @@ type task struct {
 	decNext  atomic.Int64     // next offset of our decisions partition, from acks
 	restored bool
 	lastCkpt time.Time
-	ckpt     ckptState // the checkpoint chain and the cut in progress (checkpoint.go)
+	ckpt     ckptState     // the checkpoint chain and the cut in progress (checkpoint.go)
+	cutCost  time.Duration // how long the last cut took, from the cut to its last record encoded (checkpointDue)
 	stepSig  chan struct{}
 
 	switchRS  atomic.Pointer[rules.Ruleset] // a version to switch to before the next event
@@ -330,7 +331,7 @@ func (t *task) run() {
 			if time.Since(t.lastGauges) >= gaugeEvery {
 				t.reportGauges()
 			}
-			if time.Since(t.lastCkpt) >= t.s.cfg.CheckpointInterval || t.eng.Changes() >= t.s.cfg.CheckpointMaxChanges {
+			if t.checkpointDue() {
 				if err := t.checkpoint(context.Background(), true); err != nil {
 					t.err = err
 					t.s.failWith(fmt.Errorf("task %d: %w", t.part, err))
