@@ -411,7 +411,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	s.cl = cl
-	s.log.Info("consuming", "topics", inputs, "group", s.cfg.Group, "ruleset", rs.Version)
+	s.log.Info("consuming", "topics", inputs, "group", s.cfg.Group, "ruleset", rs.Version, "delivery", s.cfg.Delivery)
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
