@@ -58,9 +58,9 @@ type pendingCut struct {
 // tenth of its time goes to checkpoints while it catches up. Under a backlog
 // every key changes between two cuts, so each cut encodes nearly the whole
 // state again; under exactly-once, at 100 ms commits, that was 15% of the
-// CPU of a service catching up (docs/performance.md). A task
-// with nothing queued checkpoints on the interval, as the latency of its
-// outputs then depends on it.
+// CPU of a service catching up (docs/performance.md). A task with nothing
+// queued checkpoints on the interval, as the latency of its outputs then
+// depends on it.
 const backlogPause = 9
 
 // checkpointDue reports whether the task checkpoints now: its interval has
