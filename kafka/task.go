@@ -125,6 +125,11 @@ func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 	return t, nil
 }
 
+// tickEvery is the period of the task's tick.
+func (t *task) tickEvery() time.Duration {
+	return min(100*time.Millisecond, t.s.cfg.CheckpointInterval)
+}
+
 // start fences the task's previous owner (exactly-once), restores the
 // task's checkpoint chain, and recalls the decisions emitted after it
 // (at-least-once).
@@ -310,7 +315,7 @@ func (t *task) run() {
 	defer close(t.done)
 	// The tick measures idleness and starts checkpoints; under
 	// exactly-once a checkpoint is also when outputs become visible.
-	tick := time.NewTicker(min(100*time.Millisecond, t.s.cfg.CheckpointInterval))
+	tick := time.NewTicker(t.tickEvery())
 	defer tick.Stop()
 	for {
 		select {
