@@ -2,12 +2,15 @@ package kafka
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/vigil-cep/vigil/kafka/kconf"
 )
 
 func exactlyOnce(c *Config) {
@@ -170,5 +173,52 @@ func TestExactlyOnceBacktest(t *testing.T) {
 	}
 	if rep.Decisions != 1 || rep.NewHits["fives"] != 1 {
 		t.Fatalf("backtest over a1 and an aborted record: %+v, want a1 alone", rep)
+	}
+}
+
+// TestExactlyOnceSwitch: a ruleset published while an exactly-once service
+// runs is switched to between two events (the task's next checkpoint is a
+// full one, in its transaction); decisions before and after the switch are
+// each committed once.
+func TestExactlyOnceSwitch(t *testing.T) {
+	svc, addr := testService(t, rulesA, exactlyOnce)
+	waitReady(t, svc)
+	ctx := context.Background()
+	decide := func(id string) string {
+		t.Helper()
+		d, _, err := svc.Decide(ctx, "tx", []byte(`{"tx_id":"`+id+`","user_id":"u1","amount":5,"ts":1000}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec map[string]any
+		if err := json.Unmarshal(d.Record, &rec); err != nil {
+			t.Fatal(err)
+		}
+		return firedRules(rec)
+	}
+	if got := decide("s0"); got != "" {
+		t.Fatalf("under rulesA: %q fired", got)
+	}
+	vB, err := PushRules(ctx, kconf.Config{Brokers: []string{addr}}, DefaultTopics.Rules, []byte(rulesB), 1, "test", "add fives")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"s0"}
+	for i := 1; ; i++ {
+		id := fmt.Sprintf("s%d", i)
+		want = append(want, id)
+		if decide(id) == "fives" {
+			break
+		}
+		if i == 200 {
+			t.Fatalf("no decision under version %d", vB.Number)
+		}
+		time.Sleep(20 * time.Millisecond) // letting the watcher see the new version
+	}
+	got := committedCounts(t, addr, DefaultTopics.Decisions, want...)
+	for _, id := range want {
+		if got[id] != 1 {
+			t.Errorf("%s committed %d times, want once (all: %v)", id, got[id], got)
+		}
 	}
 }
