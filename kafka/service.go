@@ -50,7 +50,8 @@ type Config struct {
 	// Delivery is AtLeastOnce (the default) or ExactlyOnce, which needs
 	// the Kafka store: each checkpoint is committed in one transaction
 	// with the outputs before it (txn.go). Under ExactlyOnce a zero
-	// CheckpointInterval or CheckpointBaseEvery takes ExactlyOnceDefaults.
+	// CheckpointInterval or CheckpointBaseEvery takes ExactlyOnceDefaults,
+	// and an empty Checkpoints the Kafka store.
 	Delivery           string
 	SessionTimeout     time.Duration // how long the group waits for a silent member before moving its partitions
 	DataDir            string        // checkpoints live under DataDir/checkpoints
@@ -123,6 +124,7 @@ func (c *Config) fillDefaults() {
 	}
 	if c.Delivery == ExactlyOnce {
 		d.CheckpointInterval, d.CheckpointBaseEvery = ExactlyOnceDefaults.CheckpointInterval, ExactlyOnceDefaults.CheckpointBaseEvery
+		d.Checkpoints = CheckpointsKafka // the checkpoint is written in the transaction
 	}
 	if c.CheckpointBaseEvery <= 0 {
 		c.CheckpointBaseEvery = d.CheckpointBaseEvery

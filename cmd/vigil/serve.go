@@ -89,16 +89,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if cfg.Delivery == kafka.ExactlyOnce {
+		// Checkpoint flags left at their at-least-once defaults take
+		// exactly-once's (kafka.Config: zero values).
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if !set["checkpoint-interval"] {
-			cfg.CheckpointInterval = kafka.ExactlyOnceDefaults.CheckpointInterval
+			cfg.CheckpointInterval = 0
 		}
 		if !set["checkpoint-base-every"] {
-			cfg.CheckpointBaseEvery = kafka.ExactlyOnceDefaults.CheckpointBaseEvery
-		}
-		if cfg.Checkpoints == "" {
-			cfg.Checkpoints = kafka.CheckpointsKafka
+			cfg.CheckpointBaseEvery = 0
 		}
 	}
 	kc, err := kclient.config(os.Environ(), kafkaProps)
