@@ -73,19 +73,9 @@ func TestServeCrashExactlyOnce(t *testing.T) {
 
 func testCrashExactlyOnce(t *testing.T, c testCluster) {
 	dir := t.TempDir()
-	rulesPath := filepath.Join(dir, "eos.yaml")
-	if err := os.WriteFile(rulesPath, []byte(eosRules), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
 	const kills = 20
 	genArgs := []string{"--events", "24000", "--users", "1500", "--seed", "11"}
-	file := filepath.Join(dir, "tx.tsv")
-	if out, err := exec.Command(vigilBinary(t), append([]string{"gen", "--kafka", "transactions", "--out", file}, genArgs...)...).CombinedOutput(); err != nil {
-		t.Fatalf("vigil gen: %v\n%s", err, out)
-	}
-	data, _ := os.ReadFile(file)
-	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	rulesPath, lines := eosWorkload(t, dir, genArgs)
 	serveArgs := append([]string{"serve", "--rules", rulesPath, "--data-dir", filepath.Join(dir, "state"),
 		"--delivery", "exactly-once", "--checkpoint-interval", "200ms", "--checkpoint-base-every", "3"}, c.serve...)
 
@@ -107,32 +97,7 @@ func testCrashExactlyOnce(t *testing.T, c testCluster) {
 	}
 
 	startVigil(t, "vigil serving", serveArgs...) // the last start, left to run
-	want, _ := replayOutputs(t, rulesPath, genArgs, "decision")
-	total := 0
-	for _, n := range want {
-		total += n
-	}
-	var recs []kafkaRecord
-	waitUntil(t, 3*time.Minute, "decision for every transaction", func() bool {
-		recs = c.consume(t, "vigil.decisions", readCommitted...)
-		return len(recs) >= total
-	})
-	got := make(map[string]int)
-	for _, r := range recs {
-		got[r.value]++
-	}
-	bad := 0
-	for v, n := range got {
-		if n != want[v] {
-			if bad++; bad <= 5 {
-				t.Errorf("decision %d times, %d in replay: %s", n, want[v], v)
-			}
-		}
-	}
-	if bad > 0 || len(recs) != total {
-		t.Errorf("decisions: %d records read_committed, replay has %d; %d differ in content or count", len(recs), total, bad)
-	}
-	t.Logf("%d decision records read_committed (%d distinct)", len(recs), len(got))
+	recs := checkDecisionsOnce(t, c, rulesPath, genArgs)
 	// An uncommitted read of the same topic shows what the crashes wrote
 	// and aborted: the kills did land inside transactions.
 	if all := len(c.consume(t, "vigil.decisions", readUncommitted...)); all <= len(recs) {
@@ -298,17 +263,8 @@ func TestServeFencedZombie(t *testing.T) {
 
 func testFencedZombie(t *testing.T, c testCluster) {
 	dir := t.TempDir()
-	rulesPath := filepath.Join(dir, "eos.yaml")
-	if err := os.WriteFile(rulesPath, []byte(eosRules), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	genArgs := []string{"--events", "12000", "--users", "1000", "--seed", "12"}
-	file := filepath.Join(dir, "tx.tsv")
-	if out, err := exec.Command(vigilBinary(t), append([]string{"gen", "--kafka", "transactions", "--out", file}, genArgs...)...).CombinedOutput(); err != nil {
-		t.Fatalf("vigil gen: %v\n%s", err, out)
-	}
-	data, _ := os.ReadFile(file)
-	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	rulesPath, lines := eosWorkload(t, dir, genArgs)
 	serve := func(name string) *proc {
 		args := append([]string{"serve", "--rules", rulesPath, "--delivery", "exactly-once", "--checkpoints", "kafka",
 			"--session-timeout", "6s", "--data-dir", filepath.Join(dir, name), "--instance-id", name}, c.serve...)
@@ -337,13 +293,41 @@ func testFencedZombie(t *testing.T, c testCluster) {
 	if err := <-produced; err != nil {
 		t.Fatal(err)
 	}
+	recs := checkDecisionsOnce(t, c, rulesPath, genArgs)
+	aborted := len(c.consume(t, "vigil.decisions", readUncommitted...)) - len(recs)
+	t.Logf("%d aborted decision records", aborted)
+}
+
+// eosWorkload writes eosRules to dir and returns its path, with the
+// workload of genArgs's transactions as "key<TAB>value" lines.
+func eosWorkload(t *testing.T, dir string, genArgs []string) (rulesPath string, lines []string) {
+	t.Helper()
+	rulesPath = filepath.Join(dir, "eos.yaml")
+	if err := os.WriteFile(rulesPath, []byte(eosRules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "tx.tsv")
+	if out, err := exec.Command(vigilBinary(t), append([]string{"gen", "--kafka", "transactions", "--out", file}, genArgs...)...).CombinedOutput(); err != nil {
+		t.Fatalf("vigil gen: %v\n%s", err, out)
+	}
+	data, _ := os.ReadFile(file)
+	return rulesPath, strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+}
+
+// checkDecisionsOnce waits until the decisions topic, read_committed,
+// holds as many records as vigil replay makes decisions of the workload,
+// and checks that they are replay's, byte for byte, each as many times as
+// replay emits it (once, and again for each re-sent transaction). It
+// returns the records read.
+func checkDecisionsOnce(t *testing.T, c testCluster, rulesPath string, genArgs []string) []kafkaRecord {
+	t.Helper()
 	want, _ := replayOutputs(t, rulesPath, genArgs, "decision")
 	total := 0
 	for _, n := range want {
 		total += n
 	}
 	var recs []kafkaRecord
-	waitUntil(t, 3*time.Minute, "every decision", func() bool {
+	waitUntil(t, 3*time.Minute, "decision for every transaction", func() bool {
 		recs = c.consume(t, "vigil.decisions", readCommitted...)
 		return len(recs) >= total
 	})
@@ -362,8 +346,8 @@ func testFencedZombie(t *testing.T, c testCluster) {
 	if bad > 0 || len(recs) != total {
 		t.Errorf("decisions: %d records read_committed, replay has %d; %d differ in content or count", len(recs), total, bad)
 	}
-	aborted := len(c.consume(t, "vigil.decisions", readUncommitted...)) - len(recs)
-	t.Logf("%d decision records read_committed, as replay; %d aborted", len(recs), aborted)
+	t.Logf("%d decision records read_committed (%d distinct)", len(recs), len(got))
+	return recs
 }
 
 // waitUntil polls cond every 200 ms until it holds, failing the test after
