@@ -5,23 +5,14 @@ import (
 	"testing"
 
 	"github.com/vigil-cep/vigil/internal/workload"
+	"github.com/vigil-cep/vigil/rules"
 )
 
 // BenchmarkProcess measures the task alone on pre-decoded records: the single
 // goroutine that replay and the service both run per task. (BenchmarkReplay,
 // in package replay, measures the whole replay.)
 func BenchmarkProcess(b *testing.B) {
-	var in bytes.Buffer
-	const events = 100_000
-	if _, err := workload.Generate(&in, workload.Config{Users: 10_000, Events: events, Seed: 1}); err != nil {
-		b.Fatal(err)
-	}
-	rs := loadRuleset(b, "../examples/fraud.yaml")
-	names := streamNames(rs)
-	var recs []Record
-	for i, line := range bytes.Split(bytes.TrimSpace(in.Bytes()), []byte("\n")) {
-		recs = append(recs, testLine(string(line), int64(i+1), names))
-	}
+	rs, recs := processBenchInput(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		task, err := NewTask(rs, func(Output) {})
@@ -34,7 +25,7 @@ func BenchmarkProcess(b *testing.B) {
 		}
 		task.Finish()
 	}
-	b.ReportMetric(float64(events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(len(recs))*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
 // BenchmarkProcessCheckpointed is BenchmarkProcess on a tracked task that
@@ -42,17 +33,8 @@ func BenchmarkProcess(b *testing.B) {
 // delta assembled), as a task does every 100 ms under exactly-once at
 // 25k events/s: what checkpoints cost per event.
 func BenchmarkProcessCheckpointed(b *testing.B) {
-	var in bytes.Buffer
-	const events, every = 100_000, 2_500
-	if _, err := workload.Generate(&in, workload.Config{Users: 10_000, Events: events, Seed: 1}); err != nil {
-		b.Fatal(err)
-	}
-	rs := loadRuleset(b, "../examples/fraud.yaml")
-	names := streamNames(rs)
-	var recs []Record
-	for i, line := range bytes.Split(bytes.TrimSpace(in.Bytes()), []byte("\n")) {
-		recs = append(recs, testLine(string(line), int64(i+1), names))
-	}
+	const every = 2_500
+	rs, recs := processBenchInput(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		task, err := NewTask(rs, func(Output) {})
@@ -76,5 +58,21 @@ func BenchmarkProcessCheckpointed(b *testing.B) {
 		}
 		task.Finish()
 	}
-	b.ReportMetric(float64(events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(len(recs))*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// processBenchInput is the input of the Process benchmarks: the standard
+// workload's 100k events for 10k users, decoded for examples/fraud.yaml.
+func processBenchInput(b *testing.B) (*rules.Ruleset, []Record) {
+	var in bytes.Buffer
+	if _, err := workload.Generate(&in, workload.Config{Users: 10_000, Events: 100_000, Seed: 1}); err != nil {
+		b.Fatal(err)
+	}
+	rs := loadRuleset(b, "../examples/fraud.yaml")
+	names := streamNames(rs)
+	var recs []Record
+	for i, line := range bytes.Split(bytes.TrimSpace(in.Bytes()), []byte("\n")) {
+		recs = append(recs, testLine(string(line), int64(i+1), names))
+	}
+	return rs, recs
 }

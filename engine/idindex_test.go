@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/vigil-cep/vigil/service"
 
-	"github.com/vigil-cep/vigil/internal/workload"
 	"github.com/vigil-cep/vigil/rules"
 )
 
@@ -275,17 +273,7 @@ func TestDecide(t *testing.T) {
 // IDIndex, as the service runs its tasks: the cost of the index on the path
 // of every event (compare the two with benchstat).
 func BenchmarkProcessIDIndex(b *testing.B) {
-	var in bytes.Buffer
-	const events = 100_000
-	if _, err := workload.Generate(&in, workload.Config{Users: 10_000, Events: events, Seed: 1}); err != nil {
-		b.Fatal(err)
-	}
-	rs := loadRuleset(b, "../examples/fraud.yaml")
-	names := streamNames(rs)
-	var recs []Record
-	for i, line := range bytes.Split(bytes.TrimSpace(in.Bytes()), []byte("\n")) {
-		recs = append(recs, testLine(string(line), int64(i+1), names))
-	}
+	rs, recs := processBenchInput(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		ix := NewIDIndex()
@@ -300,5 +288,5 @@ func BenchmarkProcessIDIndex(b *testing.B) {
 		task.Finish()
 		task.Close()
 	}
-	b.ReportMetric(float64(events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(len(recs))*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
