@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"os"
 	"testing"
 
 	"github.com/vigil-cep/vigil/internal/workload"
@@ -13,6 +14,33 @@ import (
 // in package replay, measures the whole replay.)
 func BenchmarkProcess(b *testing.B) {
 	rs, recs := processBenchInput(b)
+	benchmarkProcess(b, rs, recs)
+}
+
+// BenchmarkProcessFieldReads is BenchmarkProcess with one more rule, in
+// shadow, that reads a field of past events in a general expression (not a
+// native query): history builds that rule's rows at each evaluation.
+func BenchmarkProcessFieldReads(b *testing.B) {
+	_, recs := processBenchInput(b)
+	doc, err := os.ReadFile("../examples/fraud.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	doc = append(doc, `
+  other_ip:
+    stream: transactions
+    action: review
+    mode: shadow
+    when: 'any(history("transactions", "5m"), .ip != ip)'
+`...)
+	rs, err := rules.Load(doc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchmarkProcess(b, rs, recs)
+}
+
+func benchmarkProcess(b *testing.B, rs *rules.Ruleset, recs []Record) {
 	b.ReportAllocs()
 	for b.Loop() {
 		task, err := NewTask(rs, func(Output) {})

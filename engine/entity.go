@@ -55,6 +55,7 @@ func (t *Task) Entity(key string, q service.EntityQuery) *service.Entity {
 			// Events past retention are not shown, whether or not their
 			// key has evicted them yet (see sweep).
 			since := horizon(t.wm, st.Retention)
+			vals := h.values(0, h.len(), st.HistoryFields)
 			var evs []json.RawMessage
 			for j := h.len() - 1; j >= 0 && len(evs) < q.Limit && h.past[j].Time >= since; j-- {
 				p := &h.past[j]
@@ -62,7 +63,7 @@ func (t *Task) Entity(key string, q service.EntityQuery) *service.Entity {
 					continue
 				}
 				b := strconv.AppendInt([]byte(`{"time":`), p.Time, 10)
-				b = jsonv.Append(append(b, `,"event":`...), rowMap(p.Value, st.HistoryFields))
+				b = jsonv.Append(append(b, `,"event":`...), rowMap(vals[j], st.HistoryFields))
 				evs = append(evs, append(b, '}'))
 			}
 			v.History[st.Name] = evs

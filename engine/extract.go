@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/vigil-cep/vigil/internal/codec"
 	"github.com/vigil-cep/vigil/internal/jsonv"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/stream"
@@ -23,14 +24,27 @@ type Extractor struct {
 	// HistoryFields is among its DecodeFields; nil for other streams.
 	histAt [][]int
 	slab   []any // where newSlots takes slots from, when no Slab is in use
+	// rows is where project encodes records' rows for history: each row a
+	// slice of one chunk until the chunk is full, so that a row costs no
+	// allocation of its own. A chunk is garbage once the task has kept its
+	// records' rows (history copies them).
+	rows []byte
 	// arena, when set (UseSlab), is where newSlots takes slots from
 	// instead, for its owner to recycle.
 	arena *Slab
 }
 
+// rowChunk is the size of the chunks of Extractor.rows; a new one starts
+// when less than rowRoom is left (a longer row grows out of the chunk into
+// an allocation of its own).
+const (
+	rowChunk = 64 << 10
+	rowRoom  = 256
+)
+
 // NewExtractor returns an Extractor for rs.
 func NewExtractor(rs *rules.Ruleset) (*Extractor, error) {
-	ev, err := rs.NewEvaluator(func(int, int64) []rules.Past { return nil })
+	ev, err := rs.NewEvaluator((*rules.Recorded)(nil)) // it evaluates no rule: no history
 	if err != nil {
 		return nil, err
 	}
@@ -225,26 +239,33 @@ func (x *Extractor) Extract(rec *Record) {
 	x.project(rec)
 }
 
-// project prepares what history keeps of the record: its row and marks. It
-// runs again when an enrichment has added fields.
+// project prepares what history keeps of the record: its row (encoded, as
+// historyValue encodes it) and marks. It runs again when an enrichment has
+// added fields. A value the checkpoint codec cannot write sets rec.Err:
+// history could not keep it across a restore.
 func (x *Extractor) project(rec *Record) {
 	st := x.rs.Streams[rec.Stream]
 	if st.Retention == 0 {
 		return
 	}
+	if cap(x.rows)-len(x.rows) < rowRoom {
+		x.rows = make([]byte, 0, rowChunk)
+	}
+	free := x.rows[len(x.rows):]
+	e := codec.NewEncoder(free)
 	if rec.slots != nil {
-		rec.row = stream.NewRowFromSlots(st.HistoryFields, x.histAt[rec.Stream], rec.slots, rules.Absent)
+		e.Bool(true)
+		rec.Err = stream.AppendRowFromSlots(e, st.HistoryFields, x.histAt[rec.Stream], rec.slots, rules.Absent)
 	} else {
-		rec.row = project(rec.Fields, st.HistoryFields)
+		rec.Err = appendHistoryValue(e, rec.Fields, st.HistoryFields)
+	}
+	row := e.Bytes()
+	rec.row = row[:len(row):len(row)]
+	if &row[0] == &free[:1][0] { // in the chunk, not grown out of it
+		x.rows = x.rows[:len(x.rows)+len(row)]
+	}
+	if rec.Err != nil {
+		return
 	}
 	rec.mark = x.ev.Mark(rec.Stream, rec.fields(x.rs))
-}
-
-// project reduces an event to what history() readers need: a Row of the
-// fields rules read, or the whole field map when some rule reads events whole.
-func project(fields map[string]any, keep []string) any {
-	if keep == nil {
-		return fields
-	}
-	return stream.NewRow(keep, fields)
 }

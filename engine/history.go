@@ -4,25 +4,74 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/vigil-cep/vigil/internal/codec"
 	"github.com/vigil-cep/vigil/rules"
+	"github.com/vigil-cep/vigil/stream"
 )
 
 // history is one key's events of one stream, sorted by event time (arrival
-// order among equal times), for history() in rules: each event's time, what
-// history keeps of it (a Row of the fields rules read, or the whole field
-// map) and its element-predicate results, side by side in one array, so that
-// adding an event or reading a window touches one array, not three.
+// order among equal times), for history() in rules (docs/design.md
+// "History").
+//
+// Each event's time and element-predicate results are side by side in past,
+// which the native queries scan. What history keeps of an event (a row of
+// the fields rules read, or the whole field map) is read far more rarely: by
+// an expression that reads past events' fields, the entity view, a restore
+// under another ruleset version. So it stays encoded, in enc: every event's
+// entry as a checkpoint writes it (entry below), back to back in the order
+// of past. A history is then two pointer-free arrays for the collector to
+// skip rather than a row object per event to mark; a checkpoint copies enc
+// instead of encoding the rows again; a restore copies it after checking it.
 type history struct {
 	past []rules.Past
+	enc  []byte
 }
+
+// An entry is, in the notation of package state (u = Uvarint, s = Varint):
+//
+//	time     s
+//	row      bool: the value is a row (stream.AppendRow) rather than a whole
+//	         map (codec Value)
+//	value    the row or the map
+//	set      u  the element predicates that held
+//	failed   u  those that failed
+//	errors   u  0, or 1 + the count of the failed predicates' messages, then
+//	         each message as a string
+//
+// It is layout 1's and 2's history entry (snapshot.go): a snapshot holds a
+// history's entries exactly as enc does.
 
 // historyCap is the capacity a key's history starts with: most keys keep a
 // few events, and room for them at once saves growing through 1 and 2.
 const historyCap = 4
 
-// add inserts an event, keeping time order. Events mostly arrive in order, so
+// add inserts an event, keeping time order: its time, its value as
+// historyValue encodes it, and its marks. Events mostly arrive in order, so
 // the search starts from the end.
-func (h *history) add(t int64, v any, m rules.Mark) {
+func (h *history) add(t int64, value []byte, m rules.Mark) {
+	if cap(h.enc) == 0 {
+		// Room for historyCap entries like this one, as past has.
+		h.enc = make([]byte, 0, historyCap*(len(value)+16))
+	}
+	if i := h.place(t, m); i < h.len()-1 {
+		h.enc = slices.Insert(h.enc, h.offset(i), appendEntry(nil, t, value, m)...)
+	} else {
+		h.enc = appendEntry(h.enc, t, value, m)
+	}
+}
+
+// addEntry is add for an event whose entry is already encoded.
+func (h *history) addEntry(t int64, entry []byte, m rules.Mark) {
+	if i := h.place(t, m); i < h.len()-1 {
+		h.enc = slices.Insert(h.enc, h.offset(i), entry...)
+	} else {
+		h.enc = append(h.enc, entry...)
+	}
+}
+
+// place inserts an event's time and marks in past, keeping time order, and
+// returns its position; its entry goes in the same place in enc.
+func (h *history) place(t int64, m rules.Mark) int {
 	if cap(h.past) == 0 {
 		h.past = make([]rules.Past, 0, historyCap)
 	}
@@ -30,7 +79,79 @@ func (h *history) add(t int64, v any, m rules.Mark) {
 	for i > 0 && h.past[i-1].Time > t {
 		i--
 	}
-	h.past = slices.Insert(h.past, i, rules.Past{Time: t, Value: v, Mark: m})
+	h.past = slices.Insert(h.past, i, rules.Past{Time: t, Mark: m})
+	return i
+}
+
+// appendEntry appends an entry (above) to b.
+func appendEntry(b []byte, t int64, value []byte, m rules.Mark) []byte {
+	e := codec.NewEncoder(b)
+	e.Varint(t)
+	e.Raw(value)
+	e.Uvarint(m.Set)
+	e.Uvarint(m.Failed)
+	if m.Errs == nil {
+		e.Int(0)
+	} else {
+		e.Int(len(*m.Errs) + 1)
+		for _, s := range *m.Errs {
+			e.String(s)
+		}
+	}
+	return e.Bytes()
+}
+
+// historyValue encodes what history keeps of an event for add: the row of
+// the fields in keep, or, when keep is nil, the whole field map.
+func historyValue(fields map[string]any, keep []string) ([]byte, error) {
+	var e codec.Encoder
+	err := appendHistoryValue(&e, fields, keep)
+	return e.Bytes(), err
+}
+
+// appendHistoryValue is historyValue appending to e.
+func appendHistoryValue(e *codec.Encoder, fields map[string]any, keep []string) error {
+	e.Bool(keep != nil)
+	if keep != nil {
+		return stream.AppendRow(e, keep, fields)
+	}
+	return e.Value(fields)
+}
+
+// offset returns where the ith entry starts in enc.
+func (h *history) offset(i int) int {
+	d := codec.NewDecoder(h.enc)
+	for range i {
+		skipEntry(d)
+	}
+	return len(h.enc) - d.Len()
+}
+
+// skipEntry reads past one entry. enc holds only entries add wrote or a
+// restore checked, so the reads cannot fail.
+func skipEntry(d *codec.Decoder) {
+	d.Varint()
+	if d.Bool() {
+		for range d.Int() {
+			if d.Bool() {
+				d.SkipValue()
+			}
+		}
+	} else {
+		d.SkipValue()
+	}
+	skipMarks(d)
+}
+
+// skipMarks reads past an entry's set, failed and errors.
+func skipMarks(d *codec.Decoder) {
+	d.Uvarint()
+	d.Uvarint()
+	if n := d.Int(); n > 0 {
+		for range n - 1 {
+			d.StringBytes()
+		}
+	}
 }
 
 // len is how many events it holds.
@@ -47,24 +168,52 @@ func (h *history) evict(horizon int64, maxLen int) (overflow int) {
 	if n == 0 {
 		return 0
 	}
-	// Move the survivors to the front rather than reslicing: the array keeps
-	// its capacity, so the next appends do not reallocate.
+	// Move the survivors to the front rather than reslicing: the arrays
+	// keep their capacity, so the next appends do not reallocate.
+	at := h.offset(n)
 	k := copy(h.past, h.past[n:])
-	clear(h.past[k:]) // let the dropped events be collected
 	h.past = h.past[:k]
+	h.enc = h.enc[:copy(h.enc, h.enc[at:])]
 	if cap(h.past) > 64 && k < cap(h.past)/4 {
-		h.past = slices.Clone(h.past) // release a backing array sized for a burst
+		h.past = slices.Clone(h.past) // release arrays sized for a burst
+		h.enc = slices.Clone(h.enc)
 	}
 	return overflow
+}
+
+// span returns the positions [lo, hi) of the events with time in [from, to].
+func (h *history) span(from, to int64) (lo, hi int) {
+	lo = sort.Search(len(h.past), func(i int) bool { return h.past[i].Time >= from })
+	hi = sort.Search(len(h.past), func(i int) bool { return h.past[i].Time > to })
+	return lo, max(lo, hi)
 }
 
 // between returns the events with time in [from, to]. The result aliases the
 // store with its capacity clipped, so a caller cannot append into it.
 func (h *history) between(from, to int64) []rules.Past {
-	lo := sort.Search(len(h.past), func(i int) bool { return h.past[i].Time >= from })
-	hi := sort.Search(len(h.past), func(i int) bool { return h.past[i].Time > to })
-	if lo >= hi {
+	lo, hi := h.span(from, to)
+	if lo == hi {
 		return nil
 	}
 	return h.past[lo:hi:hi]
+}
+
+// values builds what history keeps of the events [lo, hi): their rows over
+// names (stream.Row), or their whole field maps.
+func (h *history) values(lo, hi int, names []string) []any {
+	if lo >= hi {
+		return nil
+	}
+	d := codec.NewDecoder(h.enc[h.offset(lo):])
+	vs := make([]any, 0, hi-lo)
+	for range hi - lo {
+		d.Varint()
+		if d.Bool() {
+			vs = append(vs, stream.DecodeRow(d, names))
+		} else {
+			vs = append(vs, d.Value())
+		}
+		skipMarks(d)
+	}
+	return vs
 }

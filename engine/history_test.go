@@ -1,12 +1,39 @@
 package engine
 
 import (
+	"bytes"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/vigil-cep/vigil/internal/codec"
 	"github.com/vigil-cep/vigil/rules"
+	"github.com/vigil-cep/vigil/stream"
 )
+
+var histNames = []string{"v"}
+
+// addV adds an event whose row holds v.
+func addV(t testing.TB, h *history, ts int64, v string, m rules.Mark) {
+	t.Helper()
+	val, err := historyValue(map[string]any{"v": v}, histNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.add(ts, val, m)
+}
+
+// valuesOf returns the v of the events [lo, hi).
+func valuesOf(h *history, lo, hi int) []any {
+	var got []any
+	for _, r := range h.values(lo, hi, histNames) {
+		v, _ := r.(*stream.Row).Get("v")
+		got = append(got, v)
+	}
+	return got
+}
 
 func TestHistory(t *testing.T) {
 	var h history
@@ -14,7 +41,7 @@ func TestHistory(t *testing.T) {
 		t int64
 		v string
 	}{{10, "a"}, {30, "c"}, {20, "b"}, {30, "d"}, {5, "z"}} {
-		h.add(ev.t, ev.v, rules.Mark{})
+		addV(t, &h, ev.t, ev.v, rules.Mark{Set: uint64(ev.t)})
 	}
 	var times []int64
 	for _, p := range h.past {
@@ -33,12 +60,20 @@ func TestHistory(t *testing.T) {
 		{0, 4, nil},
 	}
 	for _, tt := range tests {
-		var got []any
-		for _, p := range h.between(tt.from, tt.to) {
-			got = append(got, p.Value)
+		lo, hi := h.span(tt.from, tt.to)
+		if diff := cmp.Diff(tt.want, valuesOf(&h, lo, hi)); diff != "" {
+			t.Errorf("values between %d and %d (-want +got):\n%s", tt.from, tt.to, diff)
 		}
-		if diff := cmp.Diff(tt.want, got); diff != "" {
-			t.Errorf("between(%d, %d) (-want +got):\n%s", tt.from, tt.to, diff)
+		var marks []uint64
+		for _, p := range h.between(tt.from, tt.to) {
+			marks = append(marks, p.Mark.Set)
+		}
+		var want []uint64
+		for _, p := range h.past[lo:hi] {
+			want = append(want, uint64(p.Time))
+		}
+		if !slices.Equal(marks, want) {
+			t.Errorf("marks between %d and %d: %v, want %v", tt.from, tt.to, marks, want)
 		}
 	}
 	if got := h.between(10, 30); cap(got) != len(got) {
@@ -47,7 +82,94 @@ func TestHistory(t *testing.T) {
 	if over := h.evict(20, 10); over != 0 || h.len() != 3 {
 		t.Fatalf("evict(20): overflow %d, %d left, want 0 and 3", over, h.len())
 	}
-	if over := h.evict(0, 1); over != 2 || h.len() != 1 || h.past[0].Value != "d" {
-		t.Fatalf("evict cap 1: overflow %d, left %v, want 2 and [d]", over, h.past)
+	if over := h.evict(0, 1); over != 2 || h.len() != 1 || !slices.Equal(valuesOf(&h, 0, 1), []any{"d"}) {
+		t.Fatalf("evict cap 1: overflow %d, left %v, want 2 and [d]", over, valuesOf(&h, 0, h.len()))
 	}
+}
+
+// TestHistoryEncoding adds, inserts out of order and evicts at random, and
+// checks after each step that the encoded entries are what a history built
+// in order from the same events holds, and that a restore of them (in order,
+// and in any order) gives the same history, the inline field's value in the
+// marks included.
+func TestHistoryEncoding(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	type event struct {
+		t int64
+		v string
+		m rules.Mark
+	}
+	var h history
+	var model []event // in time order, arrival order among equal times
+	for step := range 3000 {
+		if rng.IntN(8) == 0 && len(model) > 0 {
+			horizon := model[0].t + rng.Int64N(20)
+			h.evict(horizon, 50)
+			i := 0
+			for i < len(model) && model[i].t < horizon {
+				i++
+			}
+			model = model[max(i, len(model)-50):]
+		} else {
+			ev := event{t: int64(step/4) + rng.Int64N(30), v: string(rune('a' + rng.IntN(26))), m: rules.Mark{Set: rng.Uint64N(8)}}
+			ev.m.Inline = rules.ShortOf(ev.v) // as the inline field's value (the row's field 0)
+			if rng.IntN(10) == 0 {
+				ev.m.Failed = 1
+				ev.m.Errs = &[]string{"boom"}
+			}
+			addV(t, &h, ev.t, ev.v, ev.m)
+			i := len(model)
+			for i > 0 && model[i-1].t > ev.t {
+				i--
+			}
+			model = slices.Insert(model, i, ev)
+		}
+		var want history
+		for _, ev := range model {
+			addV(t, &want, ev.t, ev.v, ev.m)
+		}
+		if !bytes.Equal(h.enc, want.enc) || len(h.past) != len(want.past) {
+			t.Fatalf("step %d: entries differ from a history built in order", step)
+		}
+		var restored history
+		d := codec.NewDecoder(h.enc)
+		restored.restore(d, h.len(), histNames, 0)
+		if err := d.Finish(); err != nil {
+			t.Fatalf("step %d: restore: %v", step, err)
+		}
+		if !bytes.Equal(restored.enc, h.enc) || !samePast(restored.past, h.past) {
+			t.Fatalf("step %d: restored history differs", step)
+		}
+	}
+	// Entries out of time order (not written so, but readable): placed.
+	var shuffled codec.Encoder
+	var all []event
+	for range 20 {
+		ev := event{t: rng.Int64N(10), v: string(rune('a' + rng.IntN(26)))}
+		all = append(all, ev)
+		val, _ := historyValue(map[string]any{"v": ev.v}, histNames)
+		shuffled.Raw(appendEntry(nil, ev.t, val, ev.m))
+	}
+	var got, want history
+	d := codec.NewDecoder(shuffled.Bytes())
+	got.restore(d, len(all), histNames, -1)
+	if err := d.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range all {
+		addV(t, &want, ev.t, ev.v, ev.m)
+	}
+	if !bytes.Equal(got.enc, want.enc) || !samePast(got.past, want.past) {
+		t.Fatal("entries out of order: restored history differs from one built by add")
+	}
+}
+
+// samePast compares times and marks, the marks' messages by value.
+func samePast(a, b []rules.Past) bool {
+	return slices.EqualFunc(a, b, func(x, y rules.Past) bool {
+		if x.Time != y.Time || x.Mark.Set != y.Mark.Set || x.Mark.Failed != y.Mark.Failed || x.Mark.Inline != y.Mark.Inline {
+			return false
+		}
+		return (x.Mark.Errs == nil) == (y.Mark.Errs == nil) && (x.Mark.Errs == nil || slices.Equal(*x.Mark.Errs, *y.Mark.Errs))
+	})
 }

@@ -272,10 +272,16 @@ func (t *Task) processDerived(ev *stream.Event) {
 	st := t.rs.Streams[ev.Stream]
 	ks := t.keyState(ev.Key, keyHash(ev.Key))
 	t.idle.touch(ks, ev.Time)
-	if st.Retention > 0 {
-		t.keep(ks, st, ev.Time, project(ev.Value, st.HistoryFields), t.ev.Mark(ev.Stream, rules.MapFields(ev.Value)))
-	}
 	rec := &Record{Stream: ev.Stream, StreamName: st.Name, Value: ev.Raw, Fields: ev.Value}
+	if st.Retention > 0 {
+		// Derived from input events' values, which history could keep.
+		v, err := historyValue(ev.Value, st.HistoryFields)
+		if err != nil {
+			t.dlq(rec, "history: "+err.Error())
+			return
+		}
+		t.keep(ks, st, ev.Time, v, t.ev.Mark(ev.Stream, rules.MapFields(ev.Value)))
+	}
 	for _, w := range st.Windows {
 		t.addToWindow(w, ks, ev.Time, rules.MapFields(ev.Value), rec)
 	}

@@ -324,9 +324,7 @@ func (t *Task) encodeKeyRecord(e *codec.Encoder, key string) error {
 	ks := t.keys.get(key, keyHash(key))
 	e.Bool(ks != nil)
 	if ks != nil {
-		if err := t.encodeHistories(e, ks); err != nil {
-			return err
-		}
+		t.encodeHistories(e, ks)
 	}
 	// Each operator is asked once for the key (at 1M keys every lookup
 	// misses the caches): the indexes of those holding it first, as the
@@ -384,7 +382,7 @@ func (t *Task) encodeKeyRecord(e *codec.Encoder, key string) error {
 }
 
 // encodeHistories writes a key's last event time and its histories.
-func (t *Task) encodeHistories(e *codec.Encoder, ks *keyState) error {
+func (t *Task) encodeHistories(e *codec.Encoder, ks *keyState) {
 	e.Varint(ks.lastTime)
 	n := 0
 	for i := range t.rs.Streams {
@@ -400,35 +398,8 @@ func (t *Task) encodeHistories(e *codec.Encoder, ks *keyState) error {
 		}
 		e.Int(i)
 		e.Int(h.len())
-		for j := range h.past {
-			p := &h.past[j]
-			e.Varint(p.Time)
-			switch v := p.Value.(type) {
-			case *stream.Row:
-				e.Bool(true)
-				if err := stream.EncodeRow(e, v); err != nil {
-					return fmt.Errorf("history of %q: %w", ks.key, err)
-				}
-			default:
-				e.Bool(false)
-				if err := e.Value(v); err != nil {
-					return fmt.Errorf("history of %q: %w", ks.key, err)
-				}
-			}
-			m := p.Mark
-			e.Uvarint(m.Set)
-			e.Uvarint(m.Failed)
-			if m.Errs == nil {
-				e.Int(0)
-			} else {
-				e.Int(len(*m.Errs) + 1)
-				for _, s := range *m.Errs {
-					e.String(s)
-				}
-			}
-		}
+		e.Raw(h.enc) // its entries, as history keeps them
 	}
-	return nil
 }
 
 // encodePatternKey writes one key's state in a pattern.
@@ -816,45 +787,124 @@ func (t *Task) decodeHistories(d *codec.Decoder, key string, m *layoutMap) {
 		}
 		o := m.streams[si]
 		n := d.Count(4)
-		if o.ok && n > 0 {
-			// The history's room at once: a restore reads it whole, in
-			// time order.
-			if h := ks.hist(o.now); cap(h.past) == 0 {
-				h.past = make([]rules.Past, 0, max(n, historyCap))
-			}
+		var h *history // nil: the running ruleset keeps no history of it
+		if o.ok && t.rs.Streams[o.now].Retention > 0 {
+			h = ks.hist(o.now)
 		}
-		for range n {
-			ts := d.Varint()
-			var v any
-			if d.Bool() {
-				v = stream.DecodeRow(d, o.fields)
-			} else {
-				v = d.Value()
+		switch {
+		case h == nil:
+			for range n {
+				readEntry(d, o.fields, -1)
 			}
-			mk := rules.Mark{Set: d.Uvarint(), Failed: d.Uvarint()}
-			if ne := d.Int(); ne > 0 {
-				errs := make([]string, 0, min(ne-1, d.Len()))
-				for range ne - 1 {
-					errs = append(errs, d.String())
-				}
-				mk.Errs = &errs
-			}
-			if d.Err() != nil || !o.ok {
-				continue
-			}
-			st := t.rs.Streams[o.now]
-			if st.Retention == 0 {
-				continue
-			}
-			if !m.same {
-				// Another ruleset version: re-project to the fields its
-				// rules read and recompute the element predicates.
-				fields := rowFields(v, o.fields)
-				v, mk = project(fields, st.HistoryFields), t.ev.Mark(o.now, rules.MapFields(fields))
-			}
-			ks.hist(o.now).add(ts, v, mk)
+		case m.same:
+			h.restore(d, n, o.fields, slices.Index(o.fields, t.rs.Streams[o.now].InlineField()))
+		default:
+			t.reproject(d, n, h, o)
 		}
 	}
+}
+
+// restore adds n entries read from d, written under the running ruleset
+// version: checked, and kept as they are. A history restores whole and in
+// time order, so its entries are mostly copied in one piece. inline is the
+// position of the stream's inline field among its history fields (-1:
+// none), whose value the marks keep (Mark.Inline), as when the event came.
+func (h *history) restore(d *codec.Decoder, n int, fields []string, inline int) {
+	if n == 0 {
+		return
+	}
+	all, base := d.Remaining(), h.len()
+	if cap(h.past) == 0 {
+		h.past = make([]rules.Past, 0, max(n, historyCap))
+	}
+	sorted := true
+	for range n {
+		ts, mk := readEntry(d, fields, inline)
+		if k := h.len(); k > base && h.past[k-1].Time > ts {
+			sorted = false
+		}
+		h.past = append(h.past, rules.Past{Time: ts, Mark: mk})
+	}
+	if d.Err() != nil {
+		return
+	}
+	entries := all[:len(all)-d.Len()]
+	if sorted && (base == 0 || h.past[base-1].Time <= h.past[base].Time) {
+		if h.enc == nil {
+			h.enc = slices.Clone(entries) // exactly its size
+		} else {
+			h.enc = append(h.enc, entries...)
+		}
+		return
+	}
+	// Out of order (never written so): placed one by one.
+	h.past = h.past[:base]
+	e := codec.NewDecoder(entries)
+	for range n {
+		start := e.Remaining()
+		ts, mk := readEntry(e, fields, inline)
+		h.addEntry(ts, start[:len(start)-e.Len()], mk)
+	}
+}
+
+// reproject adds n entries read from d, written under another ruleset
+// version: re-projected to the fields the running rules read, with the
+// element predicates computed again.
+func (t *Task) reproject(d *codec.Decoder, n int, h *history, o oldStream) {
+	st := t.rs.Streams[o.now]
+	for range n {
+		ts := d.Varint()
+		var v any
+		if d.Bool() {
+			v = stream.DecodeRow(d, o.fields)
+		} else {
+			v = d.Value()
+		}
+		readMarks(d)
+		if d.Err() != nil {
+			return
+		}
+		fields := rowFields(v, o.fields)
+		value, err := historyValue(fields, st.HistoryFields)
+		if err != nil {
+			d.Fail("history of stream %s: %v", st.Name, err)
+			return
+		}
+		h.add(ts, value, t.ev.Mark(o.now, rules.MapFields(fields)))
+	}
+}
+
+// readEntry reads and checks a history entry of a stream with the given
+// history fields (see history), returning its time and marks, with the
+// value of fields[inline] when it is a string (Mark.Inline). A whole map's
+// value is not looked into: a distinct count reads the map instead.
+func readEntry(d *codec.Decoder, fields []string, inline int) (int64, rules.Mark) {
+	ts := d.Varint()
+	var s []byte
+	var isStr bool
+	if d.Bool() {
+		s, isStr = stream.SkipRow(d, fields, inline)
+	} else {
+		d.SkipValue()
+	}
+	mk := readMarks(d)
+	if isStr {
+		mk.Inline = rules.ShortOf(s)
+	}
+	return ts, mk
+}
+
+// readMarks reads an entry's marks.
+func readMarks(d *codec.Decoder) rules.Mark {
+	mk := rules.Mark{Set: d.Uvarint(), Failed: d.Uvarint()}
+	if ne := d.Int(); ne > 0 {
+		errs := make([]string, 0, min(ne-1, d.Len()))
+		for range ne - 1 {
+			errs = append(errs, d.String())
+		}
+		mk.Errs = &errs
+	}
+	return mk
 }
 
 // decodePatternKey reads one key's state in a pattern.

@@ -55,7 +55,7 @@ type Record struct {
 	ID        string
 	HasID     bool
 	extracted bool
-	row       any        // what history keeps of the event
+	row       []byte     // what history keeps of the event (historyValue)
 	mark      rules.Mark // its element-predicate results
 	// slots hold Value decoded instead of Fields, for a stream with
 	// DecodeFields: its fields in that order (rules.Fields).
@@ -255,7 +255,7 @@ func NewTask(rs *rules.Ruleset, emit func(Output), opts ...Option) (*Task, error
 	for _, o := range opts {
 		o.apply(t)
 	}
-	ev, err := rs.NewEvaluator(t.history)
+	ev, err := rs.NewEvaluator((*currentHistory)(t))
 	if err != nil {
 		return nil, err
 	}
@@ -467,7 +467,7 @@ func (t *Task) refuse(rec *Record, err error) {
 }
 
 // keep adds an event to its key's history of st, when st keeps one.
-func (t *Task) keep(ks *keyState, st *rules.Stream, ts int64, row any, mark rules.Mark) {
+func (t *Task) keep(ks *keyState, st *rules.Stream, ts int64, row []byte, mark rules.Mark) {
 	if st.Retention == 0 {
 		return
 	}
@@ -594,12 +594,24 @@ func (t *Task) addToWindow(w int, ks *keyState, ts int64, fields rules.Fields, r
 	clear(args)
 }
 
-// history serves history() for the event being decided.
-func (t *Task) history(stream int, window int64) []rules.Past {
-	if t.cur == nil {
+// currentHistory serves history() for the event being decided: the
+// history of its key (t.cur) up to its time.
+type currentHistory Task
+
+func (c *currentHistory) Past(stream int, window int64) []rules.Past {
+	if c.cur == nil {
 		return nil
 	}
-	return t.cur.hist(stream).between(horizon(t.curTime, window), t.curTime)
+	return c.cur.hist(stream).between(horizon(c.curTime, window), c.curTime)
+}
+
+func (c *currentHistory) Values(stream int, window int64) []any {
+	if c.cur == nil {
+		return nil
+	}
+	h := c.cur.hist(stream)
+	lo, hi := h.span(horizon(c.curTime, window), c.curTime)
+	return h.values(lo, hi, c.rs.Streams[stream].HistoryFields)
 }
 
 // observe records the event time on its input and moves the watermark.

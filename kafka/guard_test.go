@@ -31,12 +31,11 @@ func TestWatchdogStopsASlowRule(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
 	seen := map[int32]sighting{}
 	var reports []string
-	ev, err := rs.NewEvaluator(func(int, int64) []rules.Past {
+	ev, err := rs.NewEvaluator(&inspectingHistory{inspect: func() {
 		for _, at := range []time.Duration{0, 999 * time.Millisecond, time.Second} {
 			reports = append(reports, s.inspect(start.Add(at), seen))
 		}
-		return []rules.Past{{Value: map[string]any{"s": "x"}}}
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,4 +107,18 @@ func TestQuarantineNeverDropped(t *testing.T) {
 	if len(vs) != 3 {
 		t.Errorf("%d versions, want the seed and one per quarantined rule", len(vs))
 	}
+}
+
+// inspectingHistory holds one event, and calls inspect on every read: the
+// watchdog's look at the task, taken while a rule evaluation runs.
+type inspectingHistory struct{ inspect func() }
+
+func (h *inspectingHistory) Past(int, int64) []rules.Past {
+	h.inspect()
+	return []rules.Past{{}}
+}
+
+func (h *inspectingHistory) Values(int, int64) []any {
+	h.inspect()
+	return []any{map[string]any{"s": "x"}}
 }

@@ -56,7 +56,7 @@ type program struct {
 // NewEvaluator compiles rs for one task. history serves history() calls: it
 // returns the current key's events of a stream within the window before the
 // current event's time (the task knows which key and time are current).
-func (rs *Ruleset) NewEvaluator(history func(stream int, window int64) []Past) (*Evaluator, error) {
+func (rs *Ruleset) NewEvaluator(history History) (*Evaluator, error) {
 	e := &Evaluator{rs: rs, ctx: &Context{History: history}}
 	c := &compiler{rs: rs, doc: rs.Doc}
 	fc := fastCompiler{feats: featureFuncs(e.ctx), history: history}
@@ -342,7 +342,7 @@ func (e *Evaluator) Mark(stream int, v Fields) Mark {
 	var m Mark
 	if f := e.rs.Streams[stream].inlineField; f != "" {
 		if s, ok := v.get(f, e.inlineSlot[stream]).(string); ok {
-			m.Inline = makeShort(s)
+			m.Inline = ShortOf(s)
 		}
 	}
 	for k, p := range e.preds[stream] {

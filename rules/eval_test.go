@@ -12,7 +12,7 @@ func TestEvaluatorExtracts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := rs.NewEvaluator(func(int, int64) []Past { return nil })
+	ev, err := rs.NewEvaluator((*Recorded)(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ windows:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := rs.NewEvaluator(func(int, int64) []Past { return nil })
+	ev, err := rs.NewEvaluator((*Recorded)(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,14 +111,14 @@ rules:
 func benchmarkRules(b *testing.B, rs *Ruleset, label string) {
 	names := rs.Streams[0].HistoryFields
 	for _, n := range []int{1, 10, 100} {
-		hist := make([]Past, n)
-		ev, err := rs.NewEvaluator(func(int, int64) []Past { return hist })
+		hist := &Recorded{}
+		ev, err := rs.NewEvaluator(hist)
 		if err != nil {
 			b.Fatal(err)
 		}
-		for i := range hist {
+		for i := range n {
 			fields := map[string]any{"ip": fmt.Sprintf("10.0.0.%d", i%4), "amount": float64(i % 5)}
-			hist[i] = Past{Value: stream.NewRow(names, fields), Mark: ev.Mark(0, MapFields(fields))}
+			hist.Add(stream.NewRow(names, fields), ev.Mark(0, MapFields(fields)))
 		}
 		event := map[string]any{"tx_id": "t1", "user_id": "u1", "amount": 42.5, "currency": "EUR", "ip": "10.0.0.1", "ts": 1000.0}
 		for ri, r := range rs.Rules {

@@ -36,14 +36,14 @@ func TestExplain(t *testing.T) {
 	}
 	tIdx := rs.streamIndex["transactions"]
 	preds := len(rs.Streams[tIdx].predicates)
-	var hist []Past
-	ev, err := rs.NewEvaluator(func(stream int, window int64) []Past { return hist })
+	hist := &Recorded{}
+	ev, err := rs.NewEvaluator(hist)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tx := map[string]any{"amount": 1.5, "ip": "a"}
 	for _, h := range []map[string]any{{"amount": 1.0, "ip": "a"}, {"amount": 3.0, "ip": "b"}, tx} {
-		hist = append(hist, Past{Value: h, Mark: ev.Mark(tIdx, MapFields(h))})
+		hist.Add(h, ev.Mark(tIdx, MapFields(h)))
 	}
 	idx := map[string]int{}
 	for i, r := range rs.Rules {

@@ -46,22 +46,64 @@ type Context struct {
 	// Match returns the events the partial match being extended has taken, by
 	// step name (their field maps), for match.<step> in step conditions.
 	Match func() map[string]any
-	// History returns the current key's events of stream with event time in
-	// [t - window, t], t being the current event's time, in time order.
-	History func(stream int, window int64) []Past
+	// History serves history(): the current key's past events.
+	History History
 
 	guard *Guard // nil: evaluations are not watched (guard.go)
 	mark  uint64 // the rule evaluation under way, as marked on guard
 }
 
-// Past is one past event of a key as history() reads it: its event time,
-// what history keeps of it (a Row of the fields rules read, or the whole
-// field map) and its element-predicate results. A key's events of a stream
-// are one slice of these, so that reading or adding one touches one array.
+// History is where history() reads the current key's events of a stream
+// with event time in [t - window, t], t being the current event's time, in
+// time order. The task knows which key and time are current.
+type History interface {
+	// Past returns the events' times and element-predicate results: all
+	// that the native queries (count, any, all, none over a predicate of the
+	// past event, len) read.
+	Past(stream int, window int64) []Past
+	// Values returns what history keeps of the same events, in the same
+	// order: a Row of the fields rules read, or the whole field map. A task
+	// keeps them encoded and builds them on each call, so only expressions
+	// that read past events' fields call it.
+	Values(stream int, window int64) []any
+}
+
+// Past is one past event of a key as the native queries read it: its event
+// time and its element-predicate results. A key's events of a stream are one
+// slice of these, so that reading or adding one touches one array.
 type Past struct {
-	Time  int64
-	Value any
-	Mark  Mark
+	Time int64
+	Mark Mark
+}
+
+// Recorded is a History that gives every stream and window the same events:
+// for evaluations outside a task. A nil *Recorded holds none (an evaluator
+// that evaluates no rule, such as a record extractor's).
+type Recorded struct {
+	Marks []Past
+	Rows  []any // Values, one per mark
+}
+
+// Add records an event: what history keeps of it and its marks.
+func (r *Recorded) Add(value any, m Mark) {
+	r.Marks = append(r.Marks, Past{Mark: m})
+	r.Rows = append(r.Rows, value)
+}
+
+// Past returns every recorded event's marks.
+func (r *Recorded) Past(int, int64) []Past {
+	if r == nil {
+		return nil
+	}
+	return r.Marks
+}
+
+// Values returns every recorded event's value.
+func (r *Recorded) Values(int, int64) []any {
+	if r == nil {
+		return nil
+	}
+	return r.Rows
 }
 
 // historyRef is one history("stream", "window") call, resolved at load time.
@@ -155,12 +197,7 @@ func (c *compiler) options(s *exprSource, ctx *Context, refs *[]historyRef) []ex
 				if err := ctx.check(); err != nil {
 					return nil, err
 				}
-				past := ctx.History(args[0].(int), int64(args[1].(int)))
-				rows := make([]any, len(past))
-				for i := range past {
-					rows[i] = past[i].Value
-				}
-				return rows, nil
+				return ctx.History.Values(args[0].(int), int64(args[1].(int))), nil
 			}, new(func(int, int) []any)),
 			expr.Function(fnCount, feats[fnCount], new(func(int, int, int, int) int)),
 			expr.Function(fnAny, feats[fnAny], new(func(int, int, int) bool)),

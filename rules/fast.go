@@ -27,7 +27,7 @@ type fastProg func(v Fields) (out any, ok bool)
 // fastCompiler builds fastProgs over one evaluator's history features.
 type fastCompiler struct {
 	feats   map[string]func(args ...any) (any, error)
-	history func(stream int, window int64) []Past
+	history History
 	names   []string // the DecodeFields of the program's stream: where its fields are
 }
 
@@ -267,6 +267,6 @@ func (c fastCompiler) historyLen(n *ast.BuiltinNode) fastProg {
 	}
 	stream, window := s.Value, int64(w.Value)
 	return func(Fields) (any, bool) {
-		return len(c.history(stream, window)), true
+		return len(c.history.Past(stream, window)), true
 	}
 }

@@ -51,13 +51,12 @@ func TestFastPathDifferential(t *testing.T) {
 		if err != nil {
 			continue // not a boolean condition, or refused: nothing to compare
 		}
-		var past []Past
-		history := func(int, int64) []Past { return past }
-		withFast, err := rs.NewEvaluator(history)
+		past := &Recorded{}
+		withFast, err := rs.NewEvaluator(past)
 		if err != nil {
 			t.Fatal(err)
 		}
-		vmOnly, err := rs.NewEvaluator(history)
+		vmOnly, err := rs.NewEvaluator(past)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +95,7 @@ func TestFastPathDifferential(t *testing.T) {
 			return e
 		}
 		for range 4 {
-			past = nil
+			*past = Recorded{}
 			for range rng.IntN(5) {
 				e := event()
 				m, sm := withFast.Mark(0, slotted(e)), vmOnly.Mark(0, MapFields(e))
@@ -116,11 +115,11 @@ func TestFastPathDifferential(t *testing.T) {
 				if fmt.Sprint(m.Set, m.Failed, m.Errs != nil) != fmt.Sprint(sm.Set, sm.Failed, sm.Errs != nil) {
 					t.Fatalf("iteration %d (seed %d): %s: marks of %v differ: fast %+v, VM %+v", i, seed, when, e, m, sm)
 				}
-				p := Past{Value: any(e), Mark: m}
+				var v any = e
 				if st := rs.Streams[0]; st.HistoryFields != nil {
-					p.Value = stream.NewRow(st.HistoryFields, e)
+					v = stream.NewRow(st.HistoryFields, e)
 				}
-				past = append(past, p)
+				past.Add(v, m)
 			}
 			cur := event()
 			got, gerr := withFast.When(0, MapFields(cur))

@@ -50,12 +50,14 @@ type Short struct {
 	b [15]byte
 }
 
-// makeShort returns s as a Short, or the zero Short when s is too long.
-func makeShort(s string) Short {
+// ShortOf returns b as a Short, or the zero Short when it is too long: the
+// Mark.Inline of an event whose inline field (Stream's InlineField) holds
+// it, also for a reader that has the value but not the event (a restore).
+func ShortOf[S string | []byte](b S) Short {
 	var sh Short
-	if len(s) < len(sh.b)+1 {
-		sh.n = uint8(len(s) + 1)
-		copy(sh.b[:], s)
+	if len(b) < len(sh.b)+1 {
+		sh.n = uint8(len(b) + 1)
+		copy(sh.b[:], b)
 	}
 	return sh
 }
@@ -336,7 +338,7 @@ func (st *Stream) predicate(src string, register bool) (int, bool) {
 // featureFuncs are the native functions behind the rewrite, bound to ctx.
 func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 	marks := func(args []any) ([]Past, int) {
-		return ctx.History(args[0].(int), int64(args[1].(int))), args[2].(int)
+		return ctx.History.Past(args[0].(int), int64(args[1].(int))), args[2].(int)
 	}
 	stop := func(f func(args ...any) (any, error)) func(args ...any) (any, error) {
 		return func(args ...any) (any, error) {
@@ -380,17 +382,22 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 			return !found, err
 		},
 		fnDistinct: func(args ...any) (any, error) {
-			past := ctx.History(args[0].(int), int64(args[1].(int)))
+			s, w := args[0].(int), int64(args[1].(int))
+			past := ctx.History.Past(s, w)
 			field, inline := args[2].(string), args[3].(bool)
 			fr := stream.NewFieldReader(field) // the rows share their names: find field once
 			d := distinctSet{onlyStrs: true}
+			var values []any // built at the first value not kept inline
 			for i := range past {
 				var v distinctValue
 				if inline {
 					v.s, v.isStr = past[i].Mark.Inline.view()
 				}
 				if !v.isStr {
-					r := past[i].Value
+					if values == nil {
+						values = ctx.History.Values(s, w)
+					}
+					r := values[i]
 					if row, ok := r.(*stream.Row); ok {
 						v.v, _ = fr.Get(row)
 					} else {

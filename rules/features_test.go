@@ -108,18 +108,18 @@ func TestFeatureRewriteDifferential(t *testing.T) {
 // would keep them (projected rows and marks).
 func evalWith(t *testing.T, rs *Ruleset, events []map[string]any) string {
 	t.Helper()
-	var past []Past
-	ev, err := rs.NewEvaluator(func(int, int64) []Past { return past })
+	past := &Recorded{}
+	ev, err := rs.NewEvaluator(past)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := rs.Streams[0]
 	for _, e := range events {
-		p := Past{Value: any(e), Mark: ev.Mark(0, MapFields(e))}
+		var v any = e
 		if st.HistoryFields != nil {
-			p.Value = stream.NewRow(st.HistoryFields, e)
+			v = stream.NewRow(st.HistoryFields, e)
 		}
-		past = append(past, p)
+		past.Add(v, ev.Mark(0, MapFields(e)))
 	}
 	ok, err := ev.When(0, MapFields(map[string]any{}))
 	return fmt.Sprintf("%v %v", ok, err)

@@ -18,13 +18,14 @@ func TestGuardStops(t *testing.T) {
 	g := &Guard{}
 	g.Watch()
 	var stopNext bool
-	past := []Past{{Value: map[string]any{"s": "a"}}, {Value: map[string]any{"s": "b"}}}
-	ev, err := rs.NewEvaluator(func(int, int64) []Past {
+	past := &hookedHistory{hook: func() {
 		if stopNext {
 			g.Stop(g.Running()) // the watchdog's view: this evaluation runs too long
 		}
-		return past
-	})
+	}}
+	past.Add(map[string]any{"s": "a"}, Mark{})
+	past.Add(map[string]any{"s": "b"}, Mark{})
+	ev, err := rs.NewEvaluator(past)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,4 +58,20 @@ func TestGuardStops(t *testing.T) {
 	if _, err := ev.When(cheap, MapFields(map[string]any{"s": "x"})); !errors.Is(err, ErrStopped) {
 		t.Fatalf("after StopAll: got %v", err)
 	}
+}
+
+// hookedHistory is a Recorded history that calls hook on every read.
+type hookedHistory struct {
+	Recorded
+	hook func()
+}
+
+func (h *hookedHistory) Past(s int, w int64) []Past {
+	h.hook()
+	return h.Recorded.Past(s, w)
+}
+
+func (h *hookedHistory) Values(s int, w int64) []any {
+	h.hook()
+	return h.Recorded.Values(s, w)
 }

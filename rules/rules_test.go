@@ -221,7 +221,7 @@ func FuzzLoad(f *testing.F) {
 			}
 			return
 		}
-		if _, err := rs.NewEvaluator(func(int, int64) []Past { return nil }); err != nil {
+		if _, err := rs.NewEvaluator((*Recorded)(nil)); err != nil {
 			t.Fatalf("a loaded ruleset does not bind: %v", err)
 		}
 	})

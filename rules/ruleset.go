@@ -100,6 +100,10 @@ type Stream struct {
 	inlineField string
 }
 
+// InlineField is the field whose string value Mark keeps inline
+// (Mark.Inline), or "" when no distinct count reads one.
+func (st *Stream) InlineField() string { return st.inlineField }
+
 // Predicates returns how many element predicates the stream's events are
 // marked with on arrival (Evaluator.Mark).
 func (st *Stream) Predicates() int { return len(st.predicates) }

@@ -3,11 +3,12 @@ package stream
 import "unsafe"
 
 // Row is a past event reduced to the fields that rules read from history
-// (docs/design.md "History"). It is much smaller than
-// the decoded map (a Go map reserves eight slots even for one field), and a
-// small row keeps its values and their string bytes inside itself: scanning a
-// key's history touches one allocation per event, which is what makes
-// history features fast. Rows are immutable.
+// (docs/design.md "History"), as an expression that reads past events'
+// fields sees it. History keeps rows encoded (AppendRow) and DecodeRow
+// builds them for such an expression. A Row is much smaller than the
+// decoded map (a Go map reserves eight slots even for one field), and a
+// small row keeps its values and their string bytes inside itself: one
+// allocation per event read. Rows are immutable.
 //
 // A Row is 128 bytes, a size class whose objects start on a cache line: a
 // scan reads names and then a value of inline from the same line (they come
@@ -32,18 +33,6 @@ func NewRow(names []string, fields map[string]any) *Row {
 	for i, n := range names {
 		v, ok := fields[n]
 		used = r.set(i, v, ok, used)
-	}
-	return r
-}
-
-// NewRowFromSlots is NewRow for an event decoded into slots: the value of
-// names[i] is slots[at[i]], and the event lacks the field when that is
-// absentMark.
-func NewRowFromSlots(names []string, at []int, slots []any, absentMark any) *Row {
-	r, used := newRow(names), 0
-	for i := range names {
-		v := slots[at[i]]
-		used = r.set(i, v, v != absentMark, used)
 	}
 	return r
 }

@@ -100,33 +100,78 @@ func (w *Watermarks) Decode(d *codec.Decoder) error {
 	return nil
 }
 
-// EncodeRow writes r's values to e in the order of its names, marking fields
-// the event did not have apart from JSON nulls. Names are not written (a
-// stream's rows share them). A value the codec cannot write is an error
-// naming the field; e then holds a partial encoding the caller must discard.
-// As everywhere in checkpoints, an int value comes back as an int64; rows
-// built from decoded JSON hold float64 numbers, which come back exactly.
-func EncodeRow(e *codec.Encoder, r *Row) error {
-	e.Int(len(r.vals))
-	for i, v := range r.vals {
-		if _, ok := v.(absent); ok {
-			e.Bool(false)
-			continue
-		}
-		e.Bool(true)
-		if err := e.Value(v); err != nil {
-			return fmt.Errorf("stream: encoding row field %q: %w", r.names[i], err)
+// AppendRow writes to e the row NewRow(names, fields) would build, without
+// building it: its values in the order of names, marking fields the event
+// did not have apart from JSON nulls. Names are not written (a stream's rows
+// share them). History keeps its rows encoded so (engine), and DecodeRow
+// builds a Row from them when an expression reads one. A value the codec
+// cannot write is an error naming the field; e then holds a partial
+// encoding the caller must discard. As everywhere in checkpoints, an int
+// value comes back as an int64; decoded JSON holds float64 numbers, which
+// come back exactly.
+func AppendRow(e *codec.Encoder, names []string, fields map[string]any) error {
+	e.Int(len(names))
+	for _, n := range names {
+		v, ok := fields[n]
+		if err := appendRowValue(e, n, v, ok); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// DecodeRow reads a row written by EncodeRow for names, which must be the
+// AppendRowFromSlots is AppendRow for an event decoded into slots: the value
+// of names[i] is slots[at[i]], and the event lacks the field when that is
+// absentMark.
+func AppendRowFromSlots(e *codec.Encoder, names []string, at []int, slots []any, absentMark any) error {
+	e.Int(len(names))
+	for i, n := range names {
+		v := slots[at[i]]
+		if err := appendRowValue(e, n, v, v != absentMark); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func appendRowValue(e *codec.Encoder, name string, v any, ok bool) error {
+	e.Bool(ok)
+	if !ok {
+		return nil
+	}
+	if err := e.Value(v); err != nil {
+		return fmt.Errorf("stream: encoding row field %q: %w", name, err)
+	}
+	return nil
+}
+
+// SkipRow reads past a row AppendRow wrote for names, checking it as
+// DecodeRow does, without building it. It returns the value of names[at]
+// when it is a string, as a view of d's input (at -1: none).
+func SkipRow(d *codec.Decoder, names []string, at int) (s []byte, isString bool) {
+	if n := d.Count(1); d.Err() == nil && n != len(names) {
+		d.Fail("stream: row has %d values for %d fields", n, len(names))
+	}
+	for i := range names {
+		if d.Err() != nil {
+			return nil, false
+		}
+		if !d.Bool() {
+			continue
+		}
+		if i == at {
+			s, isString = d.SkipValueString()
+		} else {
+			d.SkipValue()
+		}
+	}
+	return s, isString && d.Err() == nil
+}
+
+// DecodeRow reads a row written by AppendRow for names, which must be the
 // names (same ones, same order) the row was built with; the row keeps names
 // without copying, as NewRow does. It lays the row out as NewRow would have
-// (the same values inline, the same strings copied into the row's own bytes),
-// so that a restored history is as compact and as fast to scan as the
-// original. A value count other than len(names), or corrupt input, fails d
+// (the same values inline, the same strings copied into the row's own bytes). A value count other than len(names), or corrupt input, fails d
 // (the error wraps codec.ErrCorrupt) and DecodeRow returns nil.
 func DecodeRow(d *codec.Decoder, names []string) *Row {
 	// Each value takes at least one byte: its presence flag.

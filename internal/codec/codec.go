@@ -60,6 +60,10 @@ func (e *Encoder) Varint(v int64) { e.b = binary.AppendVarint(e.b, v) }
 // Int writes a non-negative count or index.
 func (e *Encoder) Int(n int) { e.Uvarint(uint64(n)) }
 
+// Raw appends bytes that are already an encoding (read back with
+// Decoder.Remaining): a history kept encoded is written as it is.
+func (e *Encoder) Raw(b []byte) { e.b = append(e.b, b...) }
+
 // Bool writes b as one byte.
 func (e *Encoder) Bool(b bool) {
 	if b {
@@ -175,6 +179,10 @@ func (d *Decoder) Finish() error {
 	}
 	return d.err
 }
+
+// Remaining returns the bytes not read yet, aliasing the input: with the
+// bytes before a read, it tells the caller which bytes the read took.
+func (d *Decoder) Remaining() []byte { return d.b }
 
 // Len returns how many bytes are left.
 func (d *Decoder) Len() int { return len(d.b) }
@@ -311,6 +319,67 @@ func (d *Decoder) View() []byte {
 		return nil
 	}
 	return d.raw(int(n - 1))
+}
+
+// SkipValue reads past a value written by Encoder.Value, checking it as
+// Value does, without building it: a reader that keeps the encoding (a
+// key's history) validates it at the cost of a scan.
+func (d *Decoder) SkipValue() {
+	if d.err != nil {
+		return
+	}
+	if len(d.b) == 0 {
+		d.Fail("truncated value")
+		return
+	}
+	tag := d.b[0]
+	d.b = d.b[1:]
+	switch tag {
+	case tagNull, tagFalse, tagTrue:
+	case tagFloat:
+		d.Float64()
+	case tagInt:
+		d.Varint()
+	case tagString:
+		d.raw(d.Int())
+	case tagArray, tagObject:
+		if d.depth >= maxDepth {
+			d.Fail("values nested deeper than %d", maxDepth)
+			return
+		}
+		d.depth++
+		defer func() { d.depth-- }()
+		if tag == tagArray {
+			for range d.Count(1) {
+				d.SkipValue()
+			}
+			return
+		}
+		var prev []byte
+		for i := range d.Count(2) {
+			k := d.raw(d.Int())
+			if i > 0 && string(k) <= string(prev) {
+				d.Fail("object keys not in increasing order")
+				return
+			}
+			prev = k
+			d.SkipValue()
+		}
+	default:
+		d.Fail("unknown value tag %d", tag)
+	}
+}
+
+// SkipValueString is SkipValue that also returns the value when it is a
+// string, as a view of the decoder's input.
+func (d *Decoder) SkipValueString() ([]byte, bool) {
+	if d.err == nil && len(d.b) > 0 && d.b[0] == tagString {
+		d.b = d.b[1:]
+		s := d.raw(d.Int())
+		return s, d.err == nil
+	}
+	d.SkipValue()
+	return nil, false
 }
 
 // Value reads a value written by Encoder.Value.

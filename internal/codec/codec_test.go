@@ -102,9 +102,16 @@ func TestCorrupt(t *testing.T) {
 		if err := d.Finish(); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: err = %v, want ErrCorrupt", name, err)
 		}
+		d = NewDecoder(b)
+		d.SkipValue()
+		if err := d.Finish(); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: SkipValue: err = %v, want ErrCorrupt", name, err)
+		}
 	}
 }
 
+// FuzzDecodeValue: what Value accepts encodes back to the same bytes, and
+// SkipValue accepts exactly that.
 func FuzzDecodeValue(f *testing.F) {
 	var e Encoder
 	_ = e.Value(map[string]any{"a": []any{1.0, "x", int64(3), nil, true}})
@@ -112,6 +119,12 @@ func FuzzDecodeValue(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d := NewDecoder(b)
 		v := d.Value()
+		// SkipValue accepts what Value accepts, and reads as far.
+		skip := NewDecoder(b)
+		skip.SkipValue()
+		if (skip.Err() == nil) != (d.Err() == nil) || d.Err() == nil && skip.Len() != d.Len() {
+			t.Fatalf("SkipValue: err %v, %d bytes left; Value: err %v, %d left", skip.Err(), skip.Len(), d.Err(), d.Len())
+		}
 		if d.Err() != nil {
 			return
 		}
