@@ -267,5 +267,5 @@ func (x *Extractor) project(rec *Record) {
 	if rec.Err != nil {
 		return
 	}
-	rec.mark = x.ev.Mark(rec.Stream, rec.fields(x.rs))
+	rec.mark, rec.markErrs = x.ev.Mark(rec.Stream, rec.fields(x.rs))
 }

@@ -48,15 +48,15 @@ const historyCap = 4
 // add inserts an event, keeping time order: its time, its value as
 // historyValue encodes it, and its marks. Events mostly arrive in order, so
 // the search starts from the end.
-func (h *history) add(t int64, value []byte, m rules.Mark) {
+func (h *history) add(t int64, value []byte, m rules.Mark, errs []string) {
 	if cap(h.enc) == 0 {
 		// Room for historyCap entries like this one, as past has.
 		h.enc = make([]byte, 0, historyCap*(len(value)+16))
 	}
 	if i := h.place(t, m); i < h.len()-1 {
-		h.enc = slices.Insert(h.enc, h.offset(i), appendEntry(nil, t, value, m)...)
+		h.enc = slices.Insert(h.enc, h.offset(i), appendEntry(nil, t, value, m, errs)...)
 	} else {
-		h.enc = appendEntry(h.enc, t, value, m)
+		h.enc = appendEntry(h.enc, t, value, m, errs)
 	}
 }
 
@@ -84,17 +84,17 @@ func (h *history) place(t int64, m rules.Mark) int {
 }
 
 // appendEntry appends an entry (above) to b.
-func appendEntry(b []byte, t int64, value []byte, m rules.Mark) []byte {
+func appendEntry(b []byte, t int64, value []byte, m rules.Mark, errs []string) []byte {
 	e := codec.NewEncoder(b)
 	e.Varint(t)
 	e.Raw(value)
 	e.Uvarint(m.Set)
 	e.Uvarint(m.Failed)
-	if m.Errs == nil {
+	if errs == nil {
 		e.Int(0)
 	} else {
-		e.Int(len(*m.Errs) + 1)
-		for _, s := range *m.Errs {
+		e.Int(len(errs) + 1)
+		for _, s := range errs {
 			e.String(s)
 		}
 	}
@@ -131,6 +131,12 @@ func (h *history) offset(i int) int {
 // restore checked, so the reads cannot fail.
 func skipEntry(d *codec.Decoder) {
 	d.Varint()
+	skipValue(d)
+	skipMarks(d)
+}
+
+// skipValue reads past an entry's value.
+func skipValue(d *codec.Decoder) {
 	if d.Bool() {
 		for range d.Int() {
 			if d.Bool() {
@@ -140,7 +146,6 @@ func skipEntry(d *codec.Decoder) {
 	} else {
 		d.SkipValue()
 	}
-	skipMarks(d)
 }
 
 // skipMarks reads past an entry's set, failed and errors.
@@ -196,6 +201,23 @@ func (h *history) between(from, to int64) []rules.Past {
 		return nil
 	}
 	return h.past[lo:hi:hi]
+}
+
+// failure returns the error of element predicate k on the ith event, whose
+// mark says it failed.
+func (h *history) failure(i, k int) string {
+	d := codec.NewDecoder(h.enc[h.offset(i):])
+	d.Varint()
+	skipValue(d)
+	d.Uvarint()
+	d.Uvarint()
+	n := d.Int() - 1
+	for j := range n {
+		if s := d.String(); j == k {
+			return s
+		}
+	}
+	return ""
 }
 
 // values builds what history keeps of the events [lo, hi): their rows over

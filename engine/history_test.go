@@ -16,13 +16,13 @@ import (
 var histNames = []string{"v"}
 
 // addV adds an event whose row holds v.
-func addV(t testing.TB, h *history, ts int64, v string, m rules.Mark) {
+func addV(t testing.TB, h *history, ts int64, v string, m rules.Mark, errs []string) {
 	t.Helper()
 	val, err := historyValue(map[string]any{"v": v}, histNames)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.add(ts, val, m)
+	h.add(ts, val, m, errs)
 }
 
 // valuesOf returns the v of the events [lo, hi).
@@ -41,7 +41,7 @@ func TestHistory(t *testing.T) {
 		t int64
 		v string
 	}{{10, "a"}, {30, "c"}, {20, "b"}, {30, "d"}, {5, "z"}} {
-		addV(t, &h, ev.t, ev.v, rules.Mark{Set: uint64(ev.t)})
+		addV(t, &h, ev.t, ev.v, rules.Mark{Set: uint64(ev.t)}, nil)
 	}
 	var times []int64
 	for _, p := range h.past {
@@ -95,9 +95,10 @@ func TestHistory(t *testing.T) {
 func TestHistoryEncoding(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	type event struct {
-		t int64
-		v string
-		m rules.Mark
+		t    int64
+		v    string
+		m    rules.Mark
+		errs []string
 	}
 	var h history
 	var model []event // in time order, arrival order among equal times
@@ -114,10 +115,10 @@ func TestHistoryEncoding(t *testing.T) {
 			ev := event{t: int64(step/4) + rng.Int64N(30), v: string(rune('a' + rng.IntN(26))), m: rules.Mark{Set: rng.Uint64N(8)}}
 			ev.m.Inline = rules.ShortOf(ev.v) // as the inline field's value (the row's field 0)
 			if rng.IntN(10) == 0 {
-				ev.m.Failed = 1
-				ev.m.Errs = &[]string{"boom"}
+				ev.m.Failed = 2
+				ev.errs = []string{"", "boom " + ev.v}
 			}
-			addV(t, &h, ev.t, ev.v, ev.m)
+			addV(t, &h, ev.t, ev.v, ev.m, ev.errs)
 			i := len(model)
 			for i > 0 && model[i-1].t > ev.t {
 				i--
@@ -126,10 +127,15 @@ func TestHistoryEncoding(t *testing.T) {
 		}
 		var want history
 		for _, ev := range model {
-			addV(t, &want, ev.t, ev.v, ev.m)
+			addV(t, &want, ev.t, ev.v, ev.m, ev.errs)
 		}
 		if !bytes.Equal(h.enc, want.enc) || len(h.past) != len(want.past) {
 			t.Fatalf("step %d: entries differ from a history built in order", step)
+		}
+		for i, ev := range model {
+			if ev.errs != nil && h.failure(i, 1) != ev.errs[1] {
+				t.Fatalf("step %d: failure(%d, 1) = %q, want %q", step, i, h.failure(i, 1), ev.errs[1])
+			}
 		}
 		var restored history
 		d := codec.NewDecoder(h.enc)
@@ -137,7 +143,7 @@ func TestHistoryEncoding(t *testing.T) {
 		if err := d.Finish(); err != nil {
 			t.Fatalf("step %d: restore: %v", step, err)
 		}
-		if !bytes.Equal(restored.enc, h.enc) || !samePast(restored.past, h.past) {
+		if !bytes.Equal(restored.enc, h.enc) || !slices.Equal(restored.past, h.past) {
 			t.Fatalf("step %d: restored history differs", step)
 		}
 	}
@@ -148,7 +154,7 @@ func TestHistoryEncoding(t *testing.T) {
 		ev := event{t: rng.Int64N(10), v: string(rune('a' + rng.IntN(26)))}
 		all = append(all, ev)
 		val, _ := historyValue(map[string]any{"v": ev.v}, histNames)
-		shuffled.Raw(appendEntry(nil, ev.t, val, ev.m))
+		shuffled.Raw(appendEntry(nil, ev.t, val, ev.m, nil))
 	}
 	var got, want history
 	d := codec.NewDecoder(shuffled.Bytes())
@@ -157,19 +163,9 @@ func TestHistoryEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ev := range all {
-		addV(t, &want, ev.t, ev.v, ev.m)
+		addV(t, &want, ev.t, ev.v, ev.m, nil)
 	}
-	if !bytes.Equal(got.enc, want.enc) || !samePast(got.past, want.past) {
+	if !bytes.Equal(got.enc, want.enc) || !slices.Equal(got.past, want.past) {
 		t.Fatal("entries out of order: restored history differs from one built by add")
 	}
-}
-
-// samePast compares times and marks, the marks' messages by value.
-func samePast(a, b []rules.Past) bool {
-	return slices.EqualFunc(a, b, func(x, y rules.Past) bool {
-		if x.Time != y.Time || x.Mark.Set != y.Mark.Set || x.Mark.Failed != y.Mark.Failed || x.Mark.Inline != y.Mark.Inline {
-			return false
-		}
-		return (x.Mark.Errs == nil) == (y.Mark.Errs == nil) && (x.Mark.Errs == nil || slices.Equal(*x.Mark.Errs, *y.Mark.Errs))
-	})
 }

@@ -280,7 +280,8 @@ func (t *Task) processDerived(ev *stream.Event) {
 			t.dlq(rec, "history: "+err.Error())
 			return
 		}
-		t.keep(ks, st, ev.Time, v, t.ev.Mark(ev.Stream, rules.MapFields(ev.Value)))
+		m, errs := t.ev.Mark(ev.Stream, rules.MapFields(ev.Value))
+		t.keep(ks, st, ev.Time, v, m, errs)
 	}
 	for _, w := range st.Windows {
 		t.addToWindow(w, ks, ev.Time, rules.MapFields(ev.Value), rec)

@@ -870,7 +870,8 @@ func (t *Task) reproject(d *codec.Decoder, n int, h *history, o oldStream) {
 			d.Fail("history of stream %s: %v", st.Name, err)
 			return
 		}
-		h.add(ts, value, t.ev.Mark(o.now, rules.MapFields(fields)))
+		mk, errs := t.ev.Mark(o.now, rules.MapFields(fields))
+		h.add(ts, value, mk, errs)
 	}
 }
 
@@ -894,15 +895,12 @@ func readEntry(d *codec.Decoder, fields []string, inline int) (int64, rules.Mark
 	return ts, mk
 }
 
-// readMarks reads an entry's marks.
+// readMarks reads an entry's marks, and checks its errors (history keeps
+// them in the entry: history.failure).
 func readMarks(d *codec.Decoder) rules.Mark {
 	mk := rules.Mark{Set: d.Uvarint(), Failed: d.Uvarint()}
-	if ne := d.Int(); ne > 0 {
-		errs := make([]string, 0, min(ne-1, d.Len()))
-		for range ne - 1 {
-			errs = append(errs, d.String())
-		}
-		mk.Errs = &errs
+	for i, ne := 0, d.Int(); i < ne-1 && d.Err() == nil; i++ {
+		d.StringBytes()
 	}
 	return mk
 }

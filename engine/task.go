@@ -57,6 +57,7 @@ type Record struct {
 	extracted bool
 	row       []byte     // what history keeps of the event (historyValue)
 	mark      rules.Mark // its element-predicate results
+	markErrs  []string   // and the errors of those that failed (Evaluator.Mark)
 	// slots hold Value decoded instead of Fields, for a stream with
 	// DecodeFields: its fields in that order (rules.Fields).
 	slots []any
@@ -417,7 +418,7 @@ func (t *Task) process(rec *Record) {
 
 	ks := t.keyState(rec.Key, rec.keyHash)
 	t.idle.touch(ks, ts)
-	t.keep(ks, st, ts, rec.row, rec.mark)
+	t.keep(ks, st, ts, rec.row, rec.mark, rec.markErrs)
 	fields := rec.fields(t.rs)
 	for _, w := range st.Windows {
 		t.addToWindow(w, ks, ts, fields, rec)
@@ -467,12 +468,12 @@ func (t *Task) refuse(rec *Record, err error) {
 }
 
 // keep adds an event to its key's history of st, when st keeps one.
-func (t *Task) keep(ks *keyState, st *rules.Stream, ts int64, row []byte, mark rules.Mark) {
+func (t *Task) keep(ks *keyState, st *rules.Stream, ts int64, row []byte, mark rules.Mark, errs []string) {
 	if st.Retention == 0 {
 		return
 	}
 	h := ks.hist(st.Index)
-	h.add(ts, row, mark)
+	h.add(ts, row, mark, errs)
 	t.stats.HistoryOverflow += int64(h.evict(horizon(t.wm, st.Retention), st.MaxHistory))
 }
 
@@ -612,6 +613,12 @@ func (c *currentHistory) Values(stream int, window int64) []any {
 	h := c.cur.hist(stream)
 	lo, hi := h.span(horizon(c.curTime, window), c.curTime)
 	return h.values(lo, hi, c.rs.Streams[stream].HistoryFields)
+}
+
+func (c *currentHistory) Failure(stream int, window int64, i, k int) string {
+	h := c.cur.hist(stream)
+	lo, _ := h.span(horizon(c.curTime, window), c.curTime)
+	return h.failure(lo+i, k)
 }
 
 // observe records the event time on its input and moves the watermark.

@@ -122,3 +122,8 @@ func (h *inspectingHistory) Values(int, int64) []any {
 	h.inspect()
 	return []any{map[string]any{"s": "x"}}
 }
+
+func (h *inspectingHistory) Failure(int, int64, int, int) string {
+	h.inspect()
+	return ""
+}

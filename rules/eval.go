@@ -337,9 +337,9 @@ func (e *Evaluator) Reason(r int, v Fields) (string, error) {
 }
 
 // Mark evaluates stream's element predicates over a new event: the Mark that
-// history keeps next to it, so that features never re-run them.
-func (e *Evaluator) Mark(stream int, v Fields) Mark {
-	var m Mark
+// history keeps next to it, so that features never re-run them, and when
+// some failed, their errors (by predicate; History.Failure returns them).
+func (e *Evaluator) Mark(stream int, v Fields) (m Mark, errs []string) {
 	if f := e.rs.Streams[stream].inlineField; f != "" {
 		if s, ok := v.get(f, e.inlineSlot[stream]).(string); ok {
 			m.Inline = ShortOf(s)
@@ -348,18 +348,18 @@ func (e *Evaluator) Mark(stream int, v Fields) Mark {
 	for k, p := range e.preds[stream] {
 		out, err := e.run(p, v)
 		if err != nil {
-			if m.Errs == nil {
-				m.Errs = new(make([]string, len(e.preds[stream])))
+			if errs == nil {
+				errs = make([]string, len(e.preds[stream]))
 			}
 			m.Failed |= 1 << k
-			(*m.Errs)[k] = err.Error()
+			errs[k] = err.Error()
 			continue
 		}
 		if b, _ := out.(bool); b {
 			m.Set |= 1 << k
 		}
 	}
-	return m
+	return m, errs
 }
 
 // scalarString renders keys and ids: strings as they are, integral numbers

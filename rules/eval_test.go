@@ -118,7 +118,8 @@ func benchmarkRules(b *testing.B, rs *Ruleset, label string) {
 		}
 		for i := range n {
 			fields := map[string]any{"ip": fmt.Sprintf("10.0.0.%d", i%4), "amount": float64(i % 5)}
-			hist.Add(stream.NewRow(names, fields), ev.Mark(0, MapFields(fields)))
+			m, errs := ev.Mark(0, MapFields(fields))
+			hist.Add(stream.NewRow(names, fields), m, errs)
 		}
 		event := map[string]any{"tx_id": "t1", "user_id": "u1", "amount": 42.5, "currency": "EUR", "ip": "10.0.0.1", "ts": 1000.0}
 		for ri, r := range rs.Rules {

@@ -43,7 +43,8 @@ func TestExplain(t *testing.T) {
 	}
 	tx := map[string]any{"amount": 1.5, "ip": "a"}
 	for _, h := range []map[string]any{{"amount": 1.0, "ip": "a"}, {"amount": 3.0, "ip": "b"}, tx} {
-		hist.Add(h, ev.Mark(tIdx, MapFields(h)))
+		m, errs := ev.Mark(tIdx, MapFields(h))
+		hist.Add(h, m, errs)
 	}
 	idx := map[string]int{}
 	for i, r := range rs.Rules {

@@ -66,6 +66,10 @@ type History interface {
 	// keeps them encoded and builds them on each call, so only expressions
 	// that read past events' fields call it.
 	Values(stream int, window int64) []any
+	// Failure returns the error of element predicate k on the ith of the
+	// events Past returns, whose Mark says it failed (rare: a task keeps it
+	// with the event's value).
+	Failure(stream int, window int64, i, k int) string
 }
 
 // Past is one past event of a key as the native queries read it: its event
@@ -81,13 +85,16 @@ type Past struct {
 // that evaluates no rule, such as a record extractor's).
 type Recorded struct {
 	Marks []Past
-	Rows  []any // Values, one per mark
+	Rows  []any      // Values, one per mark
+	Errs  [][]string // the predicates' errors, one list per mark (Evaluator.Mark's)
 }
 
-// Add records an event: what history keeps of it and its marks.
-func (r *Recorded) Add(value any, m Mark) {
+// Add records an event: what history keeps of it, its marks and their
+// errors.
+func (r *Recorded) Add(value any, m Mark, errs []string) {
 	r.Marks = append(r.Marks, Past{Mark: m})
 	r.Rows = append(r.Rows, value)
+	r.Errs = append(r.Errs, errs)
 }
 
 // Past returns every recorded event's marks.
@@ -105,6 +112,9 @@ func (r *Recorded) Values(int, int64) []any {
 	}
 	return r.Rows
 }
+
+// Failure returns predicate k's error on the ith recorded event.
+func (r *Recorded) Failure(_ int, _ int64, i, k int) string { return r.Errs[i][k] }
 
 // historyRef is one history("stream", "window") call, resolved at load time.
 type historyRef struct {

@@ -32,10 +32,10 @@ import (
 
 // Mark holds, for one past event, the results of its stream's element
 // predicates: bit k of Set is predicate k's result; bit k of Failed says it
-// failed, with the error in Errs.
+// failed, and History.Failure has its error. It holds no pointer, so that a
+// key's marks are an array the collector does not look into.
 type Mark struct {
 	Set, Failed uint64
-	Errs        *[]string
 	// Inline is the event's value of its stream's inline field (see
 	// Stream.inlineField) when it is a short string: a distinct count over
 	// that field reads the key's marks, which are contiguous, instead of
@@ -340,6 +340,14 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 	marks := func(args []any) ([]Past, int) {
 		return ctx.History.Past(args[0].(int), int64(args[1].(int))), args[2].(int)
 	}
+	// failed is the error of predicate k on the ith of the events marks
+	// returned, when its Mark says it failed.
+	failed := func(args []any, ms []Past, i, k int) error {
+		if ms[i].Mark.Failed&(1<<k) == 0 {
+			return nil
+		}
+		return fmt.Errorf("%s", ctx.History.Failure(args[0].(int), int64(args[1].(int)), i, k))
+	}
 	stop := func(f func(args ...any) (any, error)) func(args ...any) (any, error) {
 		return func(args ...any) (any, error) {
 			if err := ctx.check(); err != nil {
@@ -353,7 +361,7 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 			ms, k := marks(args)
 			threshold, n := args[3].(int), 0
 			for i := range ms {
-				if err := ms[i].Mark.err(k); err != nil {
+				if err := failed(args, ms, i, k); err != nil {
 					return nil, err
 				}
 				if ms[i].Mark.Set&(1<<k) != 0 {
@@ -368,17 +376,16 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 		// expr's builtins do, so that a later failing element is not reached.
 		fnAny: func(args ...any) (any, error) {
 			ms, k := marks(args)
-			found, err := scanMarks(ms, k, true)
-			return found, err
+			return scanMarks(args, ms, k, true, failed)
 		},
 		fnAll: func(args ...any) (any, error) {
 			ms, k := marks(args)
-			found, err := scanMarks(ms, k, false)
+			found, err := scanMarks(args, ms, k, false, failed)
 			return !found, err
 		},
 		fnNone: func(args ...any) (any, error) {
 			ms, k := marks(args)
-			found, err := scanMarks(ms, k, true)
+			found, err := scanMarks(args, ms, k, true, failed)
 			return !found, err
 		},
 		fnDistinct: func(args ...any) (any, error) {
@@ -535,9 +542,9 @@ type distinctValue struct {
 
 // scanMarks walks the events' marks in order until one has predicate k equal
 // to want, failing at a mark where k failed first.
-func scanMarks(ms []Past, k int, want bool) (found bool, err error) {
+func scanMarks(args []any, ms []Past, k int, want bool, failed func([]any, []Past, int, int) error) (found bool, err error) {
 	for i := range ms {
-		if err := ms[i].Mark.err(k); err != nil {
+		if err := failed(args, ms, i, k); err != nil {
 			return false, err
 		}
 		if (ms[i].Mark.Set&(1<<k) != 0) == want {
@@ -545,13 +552,6 @@ func scanMarks(ms []Past, k int, want bool) (found bool, err error) {
 		}
 	}
 	return false, nil
-}
-
-func (m *Mark) err(k int) error {
-	if m.Failed&(1<<k) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%s", (*m.Errs)[k])
 }
 
 // fieldOf is .F of a history element (a Row, or a whole event map).

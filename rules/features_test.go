@@ -119,7 +119,8 @@ func evalWith(t *testing.T, rs *Ruleset, events []map[string]any) string {
 		if st.HistoryFields != nil {
 			v = stream.NewRow(st.HistoryFields, e)
 		}
-		past.Add(v, ev.Mark(0, MapFields(e)))
+		m, errs := ev.Mark(0, MapFields(e))
+		past.Add(v, m, errs)
 	}
 	ok, err := ev.When(0, MapFields(map[string]any{}))
 	return fmt.Sprintf("%v %v", ok, err)

@@ -23,8 +23,8 @@ func TestGuardStops(t *testing.T) {
 			g.Stop(g.Running()) // the watchdog's view: this evaluation runs too long
 		}
 	}}
-	past.Add(map[string]any{"s": "a"}, Mark{})
-	past.Add(map[string]any{"s": "b"}, Mark{})
+	past.Add(map[string]any{"s": "a"}, Mark{}, nil)
+	past.Add(map[string]any{"s": "b"}, Mark{}, nil)
 	ev, err := rs.NewEvaluator(past)
 	if err != nil {
 		t.Fatal(err)
@@ -74,4 +74,9 @@ func (h *hookedHistory) Past(s int, w int64) []Past {
 func (h *hookedHistory) Values(s int, w int64) []any {
 	h.hook()
 	return h.Recorded.Values(s, w)
+}
+
+func (h *hookedHistory) Failure(s int, w int64, i, k int) string {
+	h.hook()
+	return h.Recorded.Failure(s, w, i, k)
 }

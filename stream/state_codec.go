@@ -191,15 +191,20 @@ func DecodeRow(d *codec.Decoder, names []string) *Row {
 	for i := range names {
 		var v any = absent{}
 		if d.Bool() {
-			v = d.Value()
-		}
-		// The same rule as NewRow: non-empty strings go inline, in field
-		// order, while they fit. Others are already copies (the Decoder
-		// copies strings), so they do not pin the checkpoint's bytes.
-		if s, ok := v.(string); ok && len(s) > 0 && used+len(s) <= rowBytes {
-			copy(r.bytes[used:], s)
-			v = unsafe.String(&r.bytes[used], len(s)) // r is immutable from here on
-			used += len(s)
+			x, s, isStr := d.StringOrValue()
+			switch {
+			case !isStr:
+				v = x
+			case len(s) > 0 && used+len(s) <= rowBytes:
+				// The same rule as NewRow: non-empty strings go inline, in
+				// field order, while they fit; others are copied on their
+				// own. Neither pins the decoder's input.
+				copy(r.bytes[used:], s)
+				v = unsafe.String(&r.bytes[used], len(s)) // r is immutable from here on
+				used += len(s)
+			default:
+				v = string(s)
+			}
 		}
 		r.vals[i] = v
 	}

@@ -373,13 +373,31 @@ func (d *Decoder) SkipValue() {
 // SkipValueString is SkipValue that also returns the value when it is a
 // string, as a view of the decoder's input.
 func (d *Decoder) SkipValueString() ([]byte, bool) {
-	if d.err == nil && len(d.b) > 0 && d.b[0] == tagString {
-		d.b = d.b[1:]
-		s := d.raw(d.Int())
-		return s, d.err == nil
+	if s, ok := d.stringView(); ok {
+		return s, true
 	}
 	d.SkipValue()
 	return nil, false
+}
+
+// StringOrValue is Value for a caller that copies strings where it keeps
+// them: a string comes back as a view of the decoder's input (isStr), any
+// other value as Value builds it.
+func (d *Decoder) StringOrValue() (v any, s []byte, isStr bool) {
+	if s, ok := d.stringView(); ok {
+		return nil, s, true
+	}
+	return d.Value(), nil, false
+}
+
+// stringView reads a string value as a view, when the next value is one.
+func (d *Decoder) stringView() ([]byte, bool) {
+	if d.err != nil || len(d.b) == 0 || d.b[0] != tagString {
+		return nil, false
+	}
+	d.b = d.b[1:]
+	s := d.raw(d.Int())
+	return s, d.err == nil
 }
 
 // Value reads a value written by Encoder.Value.
