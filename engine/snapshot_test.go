@@ -76,7 +76,7 @@ func TestSnapshotRestore(t *testing.T) {
 	})
 }
 
-func readLines(t *testing.T, path string) []string {
+func readLines(t testing.TB, path string) []string {
 	t.Helper()
 	var lines []string
 	for l := range strings.Lines(string(mustRead(t, path))) {
