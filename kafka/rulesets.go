@@ -481,12 +481,22 @@ func (s *Service) switchRules(ctx context.Context, v *RulesetVersion) {
 // topic created a moment ago may not be in the metadata yet: it retries for
 // a few seconds.
 func endOffset(ctx context.Context, adm *kadm.Client, topic string, part int32) (int64, error) {
+	return partitionEnd(ctx, adm.ListEndOffsets, topic, part)
+}
+
+// stableOffset is endOffset for a read_committed reader: the partition's
+// last stable offset, before the first transaction still open.
+func stableOffset(ctx context.Context, adm *kadm.Client, topic string, part int32) (int64, error) {
+	return partitionEnd(ctx, adm.ListCommittedOffsets, topic, part)
+}
+
+func partitionEnd(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topic string, part int32) (int64, error) {
 	var last error
 	// A topic created a moment ago is often missing from the first answer
 	// (the client's metadata predates it): retry soon, then back off.
 	wait := 5 * time.Millisecond
 	for range 40 {
-		ends, err := adm.ListEndOffsets(ctx, topic)
+		ends, err := list(ctx, topic)
 		if err == nil {
 			end, ok := ends.Lookup(topic, part)
 			if ok && end.Err == nil {

@@ -626,12 +626,35 @@ func (s *Service) assign(ctx context.Context, offsets map[string]map[int32]kgo.O
 		}
 		s.mu.Unlock()
 		s.log.Info("task started", "task", p, "restored", t.restored, "offsets", t.next)
+		if !t.restored {
+			s.warnStateless(p, offsets)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		s.failWith(err)
 		return offsets, err
 	}
 	return offsets, nil
+}
+
+// warnStateless says so when task p starts without a checkpoint from offsets
+// the group committed: the events before them are not in its state. That is
+// what a checkpoint store the group never wrote to gives (a new data
+// directory, or --checkpoints changed, which exactly-once's Kafka store
+// needs): checkpoints do not move between stores.
+func (s *Service) warnStateless(p int32, offsets map[string]map[int32]kgo.Offset) {
+	committed := map[string]int64{}
+	for in, ps := range offsets {
+		if off, ok := ps[p]; ok {
+			if at := off.EpochOffset().Offset; at > 0 {
+				committed[in] = at
+			}
+		}
+	}
+	if len(committed) > 0 {
+		s.log.Warn("task starts without state from the group's committed offsets: its checkpoint store holds no checkpoint of it",
+			"task", p, "checkpoints", s.cfg.Checkpoints, "offsets", committed)
+	}
 }
 
 // revoke stops the tasks of revoked (or lost) partitions: each finishes the

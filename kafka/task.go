@@ -269,11 +269,14 @@ func cutPrefix(s, prefix string) (string, bool) {
 
 // recall reads our decisions partition from the checkpoint's output offset
 // to its end and hands each decision to the engine, which re-emits it
-// instead of deciding again when its transaction is replayed.
+// instead of deciding again when its transaction is replayed. It reads what
+// is committed, to the last stable offset: the partition holds transactions
+// and their markers when the group ran exactly-once before, and a marker
+// may be its last record.
 func (t *task) recall(ctx context.Context) error {
 	topic := t.s.cfg.Topics.Decisions
 	part := t.part % t.s.counts[topic]
-	end, err := endOffset(ctx, t.s.adm, topic, part)
+	end, err := stableOffset(ctx, t.s.adm, topic, part)
 	if err != nil {
 		return err
 	}
@@ -282,7 +285,8 @@ func (t *task) recall(ctx context.Context) error {
 		t.decNext.Store(end)
 		return nil
 	}
-	cl, err := t.s.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().At(from)}}))
+	cl, err := t.s.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().At(from)}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
 		return err
 	}
@@ -300,7 +304,7 @@ func (t *task) recall(ctx context.Context) error {
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			pos = r.Offset + 1
-			if t.eng.Recall(r.Value) {
+			if r.Offset < end && !r.Attrs.IsControl() && t.eng.Recall(r.Value) {
 				n++
 			}
 		})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -220,5 +222,95 @@ func TestExactlyOnceSwitch(t *testing.T) {
 		if got[id] != 1 {
 			t.Errorf("%s committed %d times, want once (all: %v)", id, got[id], got)
 		}
+	}
+}
+
+// TestDeliverySwitchKeepsState: a group that switches between at-least-once
+// and exactly-once with its checkpoints on the Kafka store keeps its state
+// across the restart, both ways: a key's history (a rule counts it) and the
+// ids it remembers (a known id answers its first decision).
+func TestDeliverySwitchKeepsState(t *testing.T) {
+	const rules = `
+streams:
+  tx: {topic: tx, key: user_id, time: ts, id: tx_id, decide: true}
+rules:
+  third: {stream: tx, action: review, when: 'len(history("tx", "1h")) >= 3'}
+`
+	b, err := StartBroker(BrokerConfig{Listen: "127.0.0.1:0", Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	dataDir := t.TempDir()
+	atLeastOnceKafka := func(c *Config) { c.Delivery, c.Checkpoints = AtLeastOnce, CheckpointsKafka }
+	atLeastOnceDir := func(c *Config) { c.Delivery, c.Checkpoints = AtLeastOnce, CheckpointsDir }
+	// run runs a service under opt until decide is done, then stops it
+	// (its last checkpoint is written at the stop).
+	var logs strings.Builder
+	run := func(opt func(*Config), decide func(svc *Service)) {
+		t.Helper()
+		cfg := testConfig(t, b.Addr(), opt)
+		cfg.DataDir = dataDir
+		logs.Reset()
+		cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, testWriter{t}), nil))
+		svc, err := New(context.Background(), cfg, []byte(rules), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- svc.Run(ctx) }()
+		waitReady(t, svc)
+		decide(svc)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	}
+	action := func(svc *Service, id string) string {
+		t.Helper()
+		d, _, err := svc.Decide(context.Background(), "tx", []byte(`{"tx_id":"`+id+`","user_id":"u1","ts":`+fmt.Sprint(1000+len(id))+`}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct{ Action string }
+		if err := json.Unmarshal(d.Record, &rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec.Action
+	}
+	run(atLeastOnceKafka, func(svc *Service) {
+		if got := action(svc, "a"); got != "allow" {
+			t.Fatalf("a: %s", got)
+		}
+	})
+	run(exactlyOnce, func(svc *Service) {
+		if got := action(svc, "bb"); got != "allow" {
+			t.Fatalf("bb, the second event: %s", got)
+		}
+		if got := action(svc, "ccc"); got != "review" {
+			t.Fatalf("ccc, the third event after the switch to exactly-once: %s (the history was lost)", got)
+		}
+	})
+	run(atLeastOnceKafka, func(svc *Service) {
+		if got := action(svc, "bb"); got != "allow" {
+			t.Fatalf("bb again after the switch back: %s, not its first decision", got)
+		}
+		if got := action(svc, "dddd"); got != "review" {
+			t.Fatalf("dddd, the fourth event after the switch back: %s (the history was lost)", got)
+		}
+	})
+	if strings.Contains(logs.String(), "without state") {
+		t.Error("a task that restored its state warned that it had none")
+	}
+	// Checkpoints do not move between stores: on the dir store, which
+	// never held one, the tasks start without state, and say so.
+	run(atLeastOnceDir, func(svc *Service) {
+		if got := action(svc, "eeeee"); got != "allow" {
+			t.Fatalf("eeeee on a store without checkpoints: %s", got)
+		}
+	})
+	if !strings.Contains(logs.String(), "task starts without state from the group's committed offsets") {
+		t.Errorf("no warning that a task started without state:\n%s", logs.String())
 	}
 }
