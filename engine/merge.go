@@ -253,11 +253,16 @@ func applyIDChanges(base [][]idItem, changes []idChangeView) [][]idItem {
 			states[ch.stream][string(ch.id)] = &idState{}
 		}
 	}
+	// named[s][i]: the changes name base id i of stream s, so that the
+	// output below looks up only those.
+	named := make([][]bool, len(base))
 	for s, items := range base {
 		if st := states[s]; len(st) > 0 {
-			for _, it := range items {
+			named[s] = make([]bool, len(items))
+			for i, it := range items {
 				if x := st[string(it.id)]; x != nil {
 					x.where, x.entry = inBase, it.entry
+					named[s][i] = true
 				}
 			}
 		}
@@ -295,8 +300,9 @@ func applyIDChanges(base [][]idItem, changes []idChangeView) [][]idItem {
 		var items []idItem
 		if s < len(base) && !baseCleared[s] {
 			items = make([]idItem, 0, len(base[s])+len(added[s]))
-			for _, it := range base[s] {
-				if st := states[s][string(it.id)]; st != nil {
+			for i, it := range base[s] {
+				if named[s] != nil && named[s][i] {
+					st := states[s][string(it.id)]
 					if st.where != inBase {
 						continue
 					}
