@@ -33,12 +33,13 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	findMax := fs.Bool("find-max", false, "raise the rate step by step to the highest one sustained with p99 under --max-p99 and no errors")
 	maxP99 := fs.Duration("max-p99", 100*time.Millisecond, "with --find-max: the p99 a sustained rate must keep")
 	asJSON := fs.Bool("json", false, "print results as JSON lines")
+	timeline := fs.Duration("timeline", 0, "also report the latencies of each slot of this length, by when each request was due (0: off): where in the run the tail is")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	var run [4]byte
 	rand.Read(run[:])
-	lt := &loadtest{prefix: hex.EncodeToString(run[:]), url: *url + "/v1/decisions?stream=" + *stream, token: *token, users: *users, workers: *workers,
+	lt := &loadtest{prefix: hex.EncodeToString(run[:]), url: *url + "/v1/decisions?stream=" + *stream, token: *token, users: *users, workers: *workers, timeline: *timeline,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *workers, MaxConnsPerHost: *workers}, Timeout: 10 * time.Second}}
 	report := func(r loadResult) {
 		if *asJSON {
@@ -55,6 +56,9 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			}{{"answered locally", r.Local}, {"forwarded to the owner", r.Forwarded}} {
 				fmt.Fprintf(stdout, "  %-24s %7d  p50 %7.2f ms  p90 %7.2f ms  p99 %7.2f ms  max %7.2f ms\n", s.name, s.q.OK, s.q.P50, s.q.P90, s.q.P99, s.q.Max)
 			}
+		}
+		for _, s := range r.Timeline {
+			fmt.Fprintf(stdout, "  from %7.1f s %7d  p50 %7.2f ms  p90 %7.2f ms  p99 %7.2f ms  max %7.2f ms\n", s.From, s.OK, s.P50, s.P90, s.P99, s.Max)
 		}
 	}
 	if !*findMax {
@@ -86,6 +90,7 @@ type loadtest struct {
 	prefix     string // per run, so that ids never repeat across runs
 	users      int
 	workers    int
+	timeline   time.Duration // the slots of loadResult.Timeline; 0: none
 	client     *http.Client
 	seq        atomic.Int64
 }
@@ -107,6 +112,15 @@ type loadResult struct {
 	// (the Vigil-Forwarded-To header); both nil when none was forwarded.
 	Local     *latencySplit `json:"local,omitempty"`
 	Forwarded *latencySplit `json:"forwarded,omitempty"`
+	// Timeline splits the 200s by slot of --timeline, by when each request
+	// was due: a tail from one moment of the run, or from all of it.
+	Timeline []timelineSlot `json:"timeline,omitempty"`
+}
+
+// timelineSlot is the quantiles of the 200s due in one slot of a run.
+type timelineSlot struct {
+	From float64 `json:"from_s"` // seconds after the run's start
+	latencySplit
 }
 
 // latencySplit is the quantiles of a part of a run's 200s.
@@ -138,6 +152,8 @@ func (lt *loadtest) run(ctx context.Context, rate int, d time.Duration) (loadRes
 		lats      = make([]time.Duration, 0, n)
 		local     []time.Duration
 		forwarded []time.Duration
+		slots     [][]time.Duration // by slot of lt.timeline
+		start     = time.Now()
 		statuses  = map[int]int64{}
 		wg        sync.WaitGroup
 	)
@@ -150,6 +166,13 @@ func (lt *loadtest) run(ctx context.Context, rate int, d time.Duration) (loadRes
 				statuses[status]++
 				if status == http.StatusOK {
 					lats = append(lats, lat)
+					if lt.timeline > 0 {
+						i := int(at.Sub(start) / lt.timeline)
+						for len(slots) <= i {
+							slots = append(slots, nil)
+						}
+						slots[i] = append(slots[i], lat)
+					}
 					if fwd {
 						forwarded = append(forwarded, lat)
 					} else {
@@ -160,7 +183,6 @@ func (lt *loadtest) run(ctx context.Context, rate int, d time.Duration) (loadRes
 			}
 		})
 	}
-	start := time.Now()
 	interval := time.Second / time.Duration(rate)
 	for i := range n {
 		at := start.Add(time.Duration(i) * interval)
@@ -181,6 +203,9 @@ func (lt *loadtest) run(ctx context.Context, rate int, d time.Duration) (loadRes
 	res.Errors = res.Sent - res.OK
 	if len(forwarded) > 0 {
 		res.Local, res.Forwarded = quantiles(local), quantiles(forwarded)
+	}
+	for i, s := range slots {
+		res.Timeline = append(res.Timeline, timelineSlot{From: (time.Duration(i) * lt.timeline).Seconds(), latencySplit: *quantiles(s)})
 	}
 	return res, nil
 }

@@ -43,7 +43,7 @@ func TestUsage(t *testing.T) {
 // TestLoadtestCommand runs a short loadtest against a stand-in for POST
 // /v1/decisions on loopback: every request is a decision request with the
 // token, each answered, and the forwarded ones (Vigil-Forwarded-To) are
-// reported apart.
+// reported apart, and so are the slots of --timeline.
 func TestLoadtestCommand(t *testing.T) {
 	var n, bad atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -67,7 +67,7 @@ func TestLoadtestCommand(t *testing.T) {
 
 	var out, errOut bytes.Buffer
 	code := program().Run(context.Background(), []string{"loadtest", "--url", srv.URL, "--stream", "payments", "--token", "tok",
-		"--rate", "200", "--duration", "100ms", "--workers", "4", "--json"}, &out, &errOut)
+		"--rate", "200", "--duration", "100ms", "--workers", "4", "--timeline", "50ms", "--json"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit status %d: %s", code, errOut.String())
 	}
@@ -83,6 +83,11 @@ func TestLoadtestCommand(t *testing.T) {
 	}
 	if !(0 <= r.P50 && r.P50 <= r.P99 && r.P99 <= r.Max) {
 		t.Errorf("p50 %v, p99 %v, max %v: want 0 <= p50 <= p99 <= max", r.P50, r.P99, r.Max)
+	}
+	// 20 requests due every 5 ms: ten in each 50 ms slot.
+	if len(r.Timeline) != 2 || r.Timeline[0].From != 0 || r.Timeline[1].From != 0.05 ||
+		r.Timeline[0].OK != 10 || r.Timeline[1].OK != 10 || r.Timeline[1].Max > r.Max {
+		t.Errorf("timeline %+v: want two slots of 10, from 0 and 0.05 s", r.Timeline)
 	}
 }
 
