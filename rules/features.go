@@ -337,16 +337,9 @@ func (st *Stream) predicate(src string, register bool) (int, bool) {
 
 // featureFuncs are the native functions behind the rewrite, bound to ctx.
 func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
-	marks := func(args []any) ([]Past, int) {
-		return ctx.History.Past(args[0].(int), int64(args[1].(int))), args[2].(int)
-	}
-	// failed is the error of predicate k on the ith of the events marks
-	// returned, when its Mark says it failed.
-	failed := func(args []any, ms []Past, i, k int) error {
-		if ms[i].Mark.Failed&(1<<k) == 0 {
-			return nil
-		}
-		return fmt.Errorf("%s", ctx.History.Failure(args[0].(int), int64(args[1].(int)), i, k))
+	marks := func(args []any) queryMarks {
+		s, w := args[0].(int), int64(args[1].(int))
+		return queryMarks{h: ctx.History, stream: s, window: w, ms: ctx.History.Past(s, w), k: args[2].(int)}
 	}
 	stop := func(f func(args ...any) (any, error)) func(args ...any) (any, error) {
 		return func(args ...any) (any, error) {
@@ -358,13 +351,13 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 	}
 	fns := map[string]func(args ...any) (any, error){
 		fnCount: func(args ...any) (any, error) {
-			ms, k := marks(args)
+			q := marks(args)
 			threshold, n := args[3].(int), 0
-			for i := range ms {
-				if err := failed(args, ms, i, k); err != nil {
+			for i := range q.ms {
+				if err := q.failed(i); err != nil {
 					return nil, err
 				}
-				if ms[i].Mark.Set&(1<<k) != 0 {
+				if q.ms[i].Mark.Set&(1<<q.k) != 0 {
 					if n++; n == threshold {
 						break
 					}
@@ -375,17 +368,14 @@ func featureFuncs(ctx *Context) map[string]func(args ...any) (any, error) {
 		// any, all and none stop at the first element that decides them, as
 		// expr's builtins do, so that a later failing element is not reached.
 		fnAny: func(args ...any) (any, error) {
-			ms, k := marks(args)
-			return scanMarks(args, ms, k, true, failed)
+			return marks(args).scan(true)
 		},
 		fnAll: func(args ...any) (any, error) {
-			ms, k := marks(args)
-			found, err := scanMarks(args, ms, k, false, failed)
+			found, err := marks(args).scan(false)
 			return !found, err
 		},
 		fnNone: func(args ...any) (any, error) {
-			ms, k := marks(args)
-			found, err := scanMarks(args, ms, k, true, failed)
+			found, err := marks(args).scan(true)
 			return !found, err
 		},
 		fnDistinct: func(args ...any) (any, error) {
@@ -540,14 +530,33 @@ type distinctValue struct {
 	v     any // when not a string
 }
 
-// scanMarks walks the events' marks in order until one has predicate k equal
-// to want, failing at a mark where k failed first.
-func scanMarks(args []any, ms []Past, k int, want bool, failed func([]any, []Past, int, int) error) (found bool, err error) {
-	for i := range ms {
-		if err := failed(args, ms, i, k); err != nil {
+// queryMarks is what a native query reads: the marks of the events of
+// stream in window, and the predicate k it looks at in them.
+type queryMarks struct {
+	h      History
+	stream int
+	window int64
+	ms     []Past
+	k      int
+}
+
+// failed is the error of predicate k on the ith event, when its mark says
+// it failed (History.Failure keeps the message).
+func (q queryMarks) failed(i int) error {
+	if q.ms[i].Mark.Failed&(1<<q.k) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s", q.h.Failure(q.stream, q.window, i, q.k))
+}
+
+// scan walks the events' marks in order until one has predicate k equal to
+// want, failing at a mark where k failed first.
+func (q queryMarks) scan(want bool) (found bool, err error) {
+	for i := range q.ms {
+		if err := q.failed(i); err != nil {
 			return false, err
 		}
-		if (ms[i].Mark.Set&(1<<k) != 0) == want {
+		if (q.ms[i].Mark.Set&(1<<q.k) != 0) == want {
 			return true, nil
 		}
 	}
