@@ -9,7 +9,6 @@ import (
 	"github.com/vigil-cep/vigil/internal/codec"
 	"github.com/vigil-cep/vigil/internal/jsonv"
 	"github.com/vigil-cep/vigil/rules"
-	"github.com/vigil-cep/vigil/stream"
 )
 
 // Extractor is the stateless half of processing a record, which a decode
@@ -254,8 +253,7 @@ func (x *Extractor) project(rec *Record) {
 	free := x.rows[len(x.rows):]
 	e := codec.NewEncoder(free)
 	if rec.slots != nil {
-		e.Bool(true)
-		rec.Err = stream.AppendRowFromSlots(e, st.HistoryFields, x.histAt[rec.Stream], rec.slots, rules.Absent)
+		rec.Err = appendHistorySlots(e, st.HistoryFields, x.histAt[rec.Stream], rec.slots)
 	} else {
 		rec.Err = appendHistoryValue(e, rec.Fields, st.HistoryFields)
 	}

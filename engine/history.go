@@ -118,6 +118,14 @@ func appendHistoryValue(e *codec.Encoder, fields map[string]any, keep []string) 
 	return e.Value(fields)
 }
 
+// appendHistorySlots is appendHistoryValue for an event decoded into
+// slots (keep[i] is slots[at[i]]): a stream decoded so keeps rows, never
+// whole maps.
+func appendHistorySlots(e *codec.Encoder, keep []string, at []int, slots []any) error {
+	e.Bool(true)
+	return stream.AppendRowFromSlots(e, keep, at, slots, rules.Absent)
+}
+
 // offset returns where the ith entry starts in enc.
 func (h *history) offset(i int) int {
 	d := codec.NewDecoder(h.enc)
@@ -132,7 +140,7 @@ func (h *history) offset(i int) int {
 func skipEntry(d *codec.Decoder) {
 	d.Varint()
 	skipValue(d)
-	skipMarks(d)
+	readMarks(d)
 }
 
 // skipValue reads past an entry's value.
@@ -148,15 +156,14 @@ func skipValue(d *codec.Decoder) {
 	}
 }
 
-// skipMarks reads past an entry's set, failed and errors.
-func skipMarks(d *codec.Decoder) {
-	d.Uvarint()
-	d.Uvarint()
-	if n := d.Int(); n > 0 {
-		for range n - 1 {
-			d.StringBytes()
-		}
+// readMarks reads an entry's marks, and reads past its errors, checking
+// them (failure reads one back).
+func readMarks(d *codec.Decoder) rules.Mark {
+	mk := rules.Mark{Set: d.Uvarint(), Failed: d.Uvarint()}
+	for i, ne := 0, d.Int(); i < ne-1 && d.Err() == nil; i++ {
+		d.StringBytes()
 	}
+	return mk
 }
 
 // len is how many events it holds.
@@ -209,12 +216,11 @@ func (h *history) failure(i, k int) string {
 	d := codec.NewDecoder(h.enc[h.offset(i):])
 	d.Varint()
 	skipValue(d)
-	d.Uvarint()
-	d.Uvarint()
-	n := d.Int() - 1
-	for j := range n {
-		if s := d.String(); j == k {
-			return s
+	d.Uvarint() // set
+	d.Uvarint() // failed
+	for j, n := 0, d.Int()-1; j < n; j++ {
+		if s := d.StringBytes(); j == k {
+			return string(s)
 		}
 	}
 	return ""
@@ -235,7 +241,7 @@ func (h *history) values(lo, hi int, names []string) []any {
 		} else {
 			vs = append(vs, d.Value())
 		}
-		skipMarks(d)
+		readMarks(d)
 	}
 	return vs
 }

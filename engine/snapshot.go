@@ -895,15 +895,6 @@ func readEntry(d *codec.Decoder, fields []string, inline int) (int64, rules.Mark
 	return ts, mk
 }
 
-// readMarks reads an entry's marks, and checks its errors (history keeps
-// them in the entry: history.failure).
-func readMarks(d *codec.Decoder) rules.Mark {
-	mk := rules.Mark{Set: d.Uvarint(), Failed: d.Uvarint()}
-	for i, ne := 0, d.Int(); i < ne-1 && d.Err() == nil; i++ {
-		d.StringBytes()
-	}
-	return mk
-}
 
 // decodePatternKey reads one key's state in a pattern.
 func (t *Task) decodePatternKey(d *codec.Decoder, op *patternOp, key string) error {
