@@ -136,7 +136,6 @@ func (t *task) checkpoint(ctx context.Context, background bool) error {
 			return fmt.Errorf("snapshot: %w", err)
 		}
 		t.eng.Track() // the snapshot is the base the next deltas extend
-		t.cutCost = time.Since(pc.start)
 		pc.snap.Sections[sectionEngine] = data
 		return t.save(ctx, pc, background)
 	}
@@ -171,7 +170,6 @@ func (t *task) stepCut() {
 	}
 	pc := t.ckpt.cut
 	t.ckpt.cut = nil
-	t.cutCost = time.Since(pc.start)
 	t.save(context.Background(), pc, true) // errors are reported by the goroutine
 }
 
@@ -190,8 +188,11 @@ func (t *task) finishCut() {
 // snapshot, saves it and commits the input offsets to the group (for lag
 // monitoring: the checkpoint is what restores); with background set it
 // does so on a goroutine of its own, which fails the service on an error,
-// and returns at once. It releases task.saving when done.
+// and returns at once. It releases task.saving when done. It runs on the
+// task's goroutine once the cut's records are all encoded: the cut's cost
+// (checkpointDue) is measured here.
 func (t *task) save(ctx context.Context, pc *pendingCut, background bool) error {
+	t.cutCost = time.Since(pc.start)
 	run := func() error {
 		defer t.saving.Unlock()
 		err := t.saveCut(ctx, pc)
