@@ -895,7 +895,6 @@ func readEntry(d *codec.Decoder, fields []string, inline int) (int64, rules.Mark
 	return ts, mk
 }
 
-
 // decodePatternKey reads one key's state in a pattern.
 func (t *Task) decodePatternKey(d *codec.Decoder, op *patternOp, key string) error {
 	if op.keys[key] != nil {
