@@ -84,6 +84,9 @@ type seenEntry struct {
 	// restore can do that), or that earlier entry expired the id. Expiry
 	// then consults the map, as for an id put twice.
 	dead bool
+	// hole marks a dead entry whose id a restore removed (idReplay.forget):
+	// it no longer names an id at all, and expiry passes over it.
+	hole bool
 }
 
 // seen is what is kept per id. decision is nil for a plain "allow" with
@@ -260,7 +263,9 @@ func (s *seenIDs) expire(horizon int64) {
 			// the test below, without looking the id up.
 			break
 		}
-		if i, found := s.find(en.id); found {
+		if en.hole {
+			// Names no id: nothing to expire.
+		} else if i, found := s.find(en.id); found {
 			// The id's current entry decides, as it would for any id put
 			// twice; for a live entry it is en itself.
 			cur := s.at(s.index(s.table[i]))
@@ -288,13 +293,42 @@ func (s *seenIDs) expire(horizon int64) {
 		*en = seenEntry{}
 		s.head++
 	}
+	s.dropExpiredChunks()
+}
+
+// dropExpiredChunks drops the chunks whose entries have all expired.
+func (s *seenIDs) dropExpiredChunks() {
 	if n := s.head / seenChunk; n > 0 {
-		// Drop the chunks that have expired entirely.
 		clear(s.chunks[:n])
 		s.chunks = s.chunks[n:]
 		s.base += n * seenChunk
 		s.head -= n * seenChunk
 	}
+}
+
+// reserve sizes an empty table for n ids, as a restore knows it will hold
+// about that many: it does not grow through every power of two.
+func (s *seenIDs) reserve(n int) {
+	if len(s.table) > 0 || n <= 0 {
+		return
+	}
+	size := minIDTable
+	for 4*n > 3*size {
+		size *= 2
+	}
+	s.table = make([]idSlot, size)
+	clear(s.table) // see grow
+}
+
+// setFeatures keeps the features of an id the decision API decided.
+func (s *seenIDs) setFeatures(id string, features []byte) {
+	if len(features) == 0 {
+		return
+	}
+	if s.features == nil {
+		s.features = make(map[string][]byte)
+	}
+	s.features[id] = features
 }
 
 // allBefore reports whether every entry not expired yet has a time before
@@ -312,8 +346,11 @@ func (s *seenIDs) allBefore(horizon int64) bool {
 // current entry (what get returns): the order a snapshot lists them in.
 func (s *seenIDs) all(yield func(id string, e seen) bool) {
 	for i, end := s.head, s.end(); i < end; i++ {
-		id := s.at(i).id
-		if e, ok := s.get(id); ok && !yield(id, e) {
+		en := s.at(i)
+		if en.hole {
+			continue
+		}
+		if e, ok := s.get(en.id); ok && !yield(en.id, e) {
 			return
 		}
 	}
@@ -336,4 +373,93 @@ func (s *seenIDs) prefetchSlot(id string) {
 		h = 1
 	}
 	prefetch.Line(unsafe.Pointer(&s.table[int(h)&(len(s.table)-1)]))
+}
+
+// idReplay plays a chain's changes to a stream's ids (the deltas' journals,
+// in chain order) on the table restored from the chain's base, to the state
+// a restore of the merged lists (applyIDChanges) gives: a put of an id the
+// table holds changes its entry in place, where it stands in arrival order;
+// any other put comes last; a removed id leaves a hole where its entry
+// stood. Restoring this way builds no merged list of the hundreds of
+// thousands of ids a task holds.
+type idReplay struct {
+	s *seenIDs
+	// dead lists, by id, the positions (seenIDs.base + index) of the dead
+	// entries the base's restore left, which a merge drops with their id
+	// (rare: an id listed twice); nil when it left none.
+	dead map[string][]int
+}
+
+func newIDReplay(s *seenIDs) *idReplay {
+	r := &idReplay{s: s}
+	if s.dead > 0 {
+		r.dead = make(map[string][]int)
+		for j, end := s.head, s.end(); j < end; j++ {
+			if en := s.at(j); en.dead {
+				r.dead[en.id] = append(r.dead[en.id], s.base+j)
+			}
+		}
+	}
+	return r
+}
+
+func (r *idReplay) put(id string, e seen, features []byte) {
+	s := r.s
+	if cur := s.ref(id); cur != nil {
+		*cur = e
+	} else {
+		s.put(id, e) // the lookup that missed left its slot for put
+	}
+	if len(features) > 0 {
+		s.setFeatures(id, features)
+	} else if s.features != nil {
+		delete(s.features, id)
+	}
+}
+
+func (r *idReplay) forget(id string) {
+	s := r.s
+	i, found := s.find(id)
+	if !found {
+		return
+	}
+	s.hole(s.at(s.index(s.table[i])))
+	s.remove(i)
+	if s.features != nil {
+		delete(s.features, id)
+	}
+	for _, pos := range r.dead[id] {
+		if j := pos - s.base; j >= s.head {
+			s.hole(s.at(j))
+		}
+	}
+	delete(r.dead, id)
+}
+
+func (r *idReplay) clear() {
+	s := r.s
+	s.base += s.end()
+	s.table, s.n, s.miss.valid = nil, 0, false
+	s.chunks, s.head, s.dead = nil, 0, 0
+	s.features = nil
+	r.dead = nil
+}
+
+// done drops the holes at the head of the table: ids expire in arrival
+// order, so most of those a chain removed were there.
+func (r *idReplay) done() {
+	s := r.s
+	for end := s.end(); s.head < end && s.at(s.head).hole; s.head++ {
+		*s.at(s.head) = seenEntry{}
+		s.dead--
+	}
+	s.dropExpiredChunks()
+}
+
+// hole turns en into a hole (seenEntry.hole).
+func (s *seenIDs) hole(en *seenEntry) {
+	if !en.dead {
+		s.dead++
+	}
+	*en = seenEntry{dead: true, hole: true}
 }

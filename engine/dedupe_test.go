@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/vigil-cep/vigil/internal/codec"
 )
 
 // refSeenIDs is the plain map-and-order store seenIDs replaced: the
@@ -87,6 +89,94 @@ func TestSeenIDsModel(t *testing.T) {
 				if !slices.Equal(got, want) {
 					t.Fatalf("seed %d step %d: holds\n%v\nwant\n%v", seed, step, got, want)
 				}
+			}
+		}
+	}
+}
+
+// TestIDReplay: a chain's id changes played on the table restored from its
+// base (idReplay, what RestoreChain does) give the table a restore of the
+// merged lists (applyIDChanges, what MergeSnapshots writes) gives: the same
+// ids, entries and features in the same order, and the same ids expiring at
+// every horizon after. Random bases list some ids twice (as a snapshot does
+// after a restore put one twice); the changes put ids the base holds and
+// others, remove ids, put removed ones again, and now and then clear.
+func TestIDReplay(t *testing.T) {
+	entry := func(r *rand.Rand, id string, time int64) []byte {
+		var e codec.Encoder
+		var features []byte
+		if r.IntN(4) == 0 {
+			features = []byte(fmt.Sprint(`{"f":`, r.IntN(9), `}`))
+		}
+		encodeIDEntry(&e, seen{key: "k" + id, time: time, crc: uint32(r.IntN(1000))}, features)
+		return e.Bytes()
+	}
+	restore := func(t *testing.T, s *seenIDs, items []idItem) {
+		for _, it := range items {
+			en, features, err := decodeIDEntry(it)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.put(en.id, en.seen)
+			s.setFeatures(en.id, features)
+		}
+	}
+	held := func(s *seenIDs) []string {
+		var out []string
+		for id, e := range s.all {
+			out = append(out, fmt.Sprint(id, e, string(s.features[id])))
+		}
+		return append(out, fmt.Sprint(s.len(), " ids, ", len(s.features), " features"))
+	}
+	for seed := range uint64(200) {
+		r := rand.New(rand.NewPCG(seed, 3))
+		pool := 10 + r.IntN(200)
+		id := func() string { return fmt.Sprint("id", r.IntN(pool)) }
+		var base []idItem
+		for i := range r.IntN(300) {
+			base = append(base, idItem{[]byte(id()), entry(r, "", int64(i+r.IntN(20)))})
+		}
+		var changes []idChangeView
+		for i := range r.IntN(300) {
+			switch op := r.IntN(100); {
+			case op < 60:
+				x := id()
+				changes = append(changes, idChangeView{kind: idPut, id: []byte(x), entry: entry(r, x, int64(300+i+r.IntN(20)))})
+			case op < 98:
+				changes = append(changes, idChangeView{kind: idRemove, id: []byte(id())})
+			default:
+				changes = append(changes, idChangeView{kind: idClear})
+			}
+		}
+
+		merged := new(seenIDs)
+		if ids := applyIDChanges([][]idItem{base}, changes); len(ids) > 0 {
+			restore(t, merged, ids[0])
+		}
+		played := new(seenIDs)
+		restore(t, played, base)
+		rp := newIDReplay(played)
+		for _, ch := range changes {
+			switch ch.kind {
+			case idPut:
+				en, features, err := decodeIDEntry(idItem{ch.id, ch.entry})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rp.put(en.id, en.seen, features)
+			case idRemove:
+				rp.forget(string(ch.id))
+			case idClear:
+				rp.clear()
+			}
+		}
+		rp.done()
+
+		for horizon := int64(-1); horizon < 700; horizon += 1 + int64(r.IntN(40)) {
+			merged.expire(horizon)
+			played.expire(horizon)
+			if got, want := held(played), held(merged); !slices.Equal(got, want) {
+				t.Fatalf("seed %d, horizon %d: the replayed table holds\n%q\nthe merged one\n%q", seed, horizon, got, want)
 			}
 		}
 	}

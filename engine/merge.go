@@ -21,15 +21,20 @@ func MergeSnapshots(chain [][]byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.ids = applyIDChanges(m.ids, m.idChanges)
 	return m.encode(), nil
 }
 
 // merged is a chain merged, as views into its elements' bytes: what a full
 // snapshot holds, ready to be encoded (MergeSnapshots) or restored
-// (Task.restoreMerged) without being encoded and read again.
+// (Task.restoreMerged) without being encoded and read again. The ids are
+// the base's and the deltas' changes to them, in chain order: an encoding
+// applies the changes to the lists (applyIDChanges), a restore plays them
+// on the task's id tables (idReplay), which builds no merged lists.
 type merged struct {
 	layout, globals []byte
-	ids             [][]idItem // per stream, in arrival order
+	ids             [][]idItem // the base's, per stream, in arrival order
+	idChanges       []idChangeView
 	keys            []keyRecord
 	size            int // of the largest element, to size the encoding
 }
@@ -60,7 +65,6 @@ func mergeChain(chain [][]byte) (*merged, error) {
 		return nil, fmt.Errorf("merge snapshots: empty chain")
 	}
 	m := &merged{}
-	var changes []idChangeView
 	var delta []keyRecord // every delta's keys, in chain order
 	for i, b := range chain {
 		fail := func(err error) error {
@@ -89,7 +93,7 @@ func mergeChain(chain [][]byte) (*merged, error) {
 		if kind == kindFull {
 			m.ids = readFullIDs(d)
 		} else {
-			changes = readIDChanges(d, changes)
+			m.idChanges = readIDChanges(d, m.idChanges)
 		}
 		keys := readKeys(d)
 		if err := d.Finish(); err != nil {
@@ -102,7 +106,6 @@ func mergeChain(chain [][]byte) (*merged, error) {
 		}
 	}
 	m.keys = mergeKeys(m.keys, newestRecords(delta))
-	m.ids = applyIDChanges(m.ids, changes)
 	return m, nil
 }
 
@@ -217,7 +220,9 @@ func readIDChanges(d *codec.Decoder, changes []idChangeView) []idChangeView {
 	return changes
 }
 
-// applyIDChanges plays the deltas' changes onto the base's ids. The base
+// applyIDChanges plays the deltas' changes onto the base's ids, for an
+// encoding of the merge; a restore plays them on its tables instead
+// (idReplay), with the same outcome. The base
 // holds every id of the task (hundreds of thousands) and the changes a few
 // percent of them, so only the ids the changes name are indexed: an id put
 // that the base holds, and still holds, keeps its place (a pending decision

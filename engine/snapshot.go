@@ -491,7 +491,7 @@ func (t *Task) restoreMerged(mg *merged) error {
 	if err != nil {
 		return err
 	}
-	if err := t.restoreIDs(mg.ids, m); err != nil {
+	if err := t.restoreIDs(mg, m); err != nil {
 		return err
 	}
 	t.keys.reserve(len(mg.keys))
@@ -684,39 +684,88 @@ func (t *Task) restorePending(pending []*pendingDecision, m *layoutMap) error {
 	return nil
 }
 
-// restoreIDs puts the ids of a merged chain. Ids of streams the running
+// restoreIDs puts the ids of a merged chain: the base's, then the deltas'
+// changes played on the tables (idReplay). Ids of streams the running
 // version does not remember are dropped.
-func (t *Task) restoreIDs(ids [][]idItem, m *layoutMap) error {
-	for si, items := range ids {
+func (t *Task) restoreIDs(mg *merged, m *layoutMap) error {
+	table := func(si int) (*seenIDs, error) {
+		if si >= len(m.streams) {
+			return nil, fmt.Errorf("task snapshot: ids of stream %d of %d", si, len(m.streams))
+		}
+		if o := m.streams[si]; o.ok {
+			return t.seen[o.now], nil
+		}
+		return nil, nil
+	}
+	puts := make(map[int]int) // per stream of the snapshot, the deltas' puts: to size its table
+	for _, ch := range mg.idChanges {
+		if ch.kind == idPut {
+			puts[ch.stream]++
+		}
+	}
+	for si, items := range mg.ids {
 		if len(items) == 0 {
 			continue
 		}
-		if si >= len(m.streams) {
-			return fmt.Errorf("task snapshot: ids of stream %d of %d", si, len(m.streams))
-		}
-		o := m.streams[si]
-		if !o.ok || t.seen[o.now] == nil {
+		s, err := table(si)
+		if s == nil {
+			if err != nil {
+				return err
+			}
 			continue
 		}
-		s := t.seen[o.now]
+		s.reserve(len(items) + puts[si])
 		for _, it := range items {
-			ed := codec.NewDecoder(it.entry)
-			en := seen{key: ed.String(), time: ed.Varint(), decision: ed.ByteSlice(), crc: uint32(ed.Uvarint())}
-			features := ed.ByteSlice()
-			if err := ed.Finish(); err != nil {
-				return fmt.Errorf("task snapshot: id %q: %w", it.id, err)
+			en, features, err := decodeIDEntry(it)
+			if err != nil {
+				return err
 			}
-			id := string(it.id)
-			s.put(id, en)
-			if len(features) > 0 {
-				if s.features == nil {
-					s.features = make(map[string][]byte)
-				}
-				s.features[id] = features
-			}
+			s.put(en.id, en.seen)
+			s.setFeatures(en.id, features)
 		}
 	}
+	replays := make(map[*seenIDs]*idReplay)
+	for _, ch := range mg.idChanges {
+		s, err := table(ch.stream)
+		if s == nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		r := replays[s]
+		if r == nil {
+			r = newIDReplay(s)
+			replays[s] = r
+		}
+		switch ch.kind {
+		case idPut:
+			en, features, err := decodeIDEntry(idItem{ch.id, ch.entry})
+			if err != nil {
+				return err
+			}
+			r.put(en.id, en.seen, features)
+		case idRemove:
+			r.forget(string(ch.id))
+		case idClear:
+			r.clear()
+		}
+	}
+	for _, r := range replays {
+		r.done()
+	}
 	return nil
+}
+
+// decodeIDEntry decodes an id's entry (layout 2) and its features.
+func decodeIDEntry(it idItem) (seenEntry, []byte, error) {
+	ed := codec.NewDecoder(it.entry)
+	en := seenEntry{id: string(it.id), seen: seen{key: ed.String(), time: ed.Varint(), decision: ed.ByteSlice(), crc: uint32(ed.Uvarint())}}
+	features := ed.ByteSlice()
+	if err := ed.Finish(); err != nil {
+		return seenEntry{}, nil, fmt.Errorf("task snapshot: id %q: %w", it.id, err)
+	}
+	return en, features, nil
 }
 
 // decodeKeyRecord restores one key's record.
