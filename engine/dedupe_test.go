@@ -113,7 +113,7 @@ func TestIDReplay(t *testing.T) {
 	}
 	restore := func(t *testing.T, s *seenIDs, items []idItem) {
 		for _, it := range items {
-			en, features, err := decodeIDEntry(it)
+			en, features, err := decodeIDEntry(it.id, it.entry)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,7 +159,7 @@ func TestIDReplay(t *testing.T) {
 		for _, ch := range changes {
 			switch ch.kind {
 			case idPut:
-				en, features, err := decodeIDEntry(idItem{ch.id, ch.entry})
+				en, features, err := decodeIDEntry(ch.id, ch.entry)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -21,20 +21,21 @@ func MergeSnapshots(chain [][]byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.ids = applyIDChanges(m.ids, m.idChanges)
 	return m.encode(), nil
 }
 
 // merged is a chain merged, as views into its elements' bytes: what a full
 // snapshot holds, ready to be encoded (MergeSnapshots) or restored
-// (Task.restoreMerged) without being encoded and read again. The ids are
-// the base's and the deltas' changes to them, in chain order: an encoding
-// applies the changes to the lists (applyIDChanges), a restore plays them
-// on the task's id tables (idReplay), which builds no merged lists.
+// (Task.restoreMerged) without being encoded and read again. The ids stay
+// as the base's section and the deltas' changes, in chain order: an
+// encoding applies the changes to lists of the base's ids
+// (applyIDChanges); a restore plays them on the task's id tables
+// (idReplay), reading each id from the bytes, and builds no list of the
+// hundreds of thousands of ids a task holds.
 type merged struct {
 	layout, globals []byte
-	ids             [][]idItem // the base's, per stream, in arrival order
-	idChanges       []idChangeView
+	ids             []byte   // the base's ids section (eachFullID)
+	idChanges       [][]byte // each delta's ids section (eachIDChange)
 	keys            []keyRecord
 	size            int // of the largest element, to size the encoding
 }
@@ -90,10 +91,13 @@ func mergeChain(chain [][]byte) (*merged, error) {
 		}
 		m.layout, m.globals = l, g
 		m.size = max(m.size, len(b))
+		ids := d.Remaining()
 		if kind == kindFull {
-			m.ids = readFullIDs(d)
+			eachFullID(d, func(int, []byte, []byte) {})
+			m.ids = ids[:len(ids)-d.Len()]
 		} else {
-			m.idChanges = readIDChanges(d, m.idChanges)
+			eachIDChange(d, func(idChangeView) {})
+			m.idChanges = append(m.idChanges, ids[:len(ids)-d.Len()])
 		}
 		keys := readKeys(d)
 		if err := d.Finish(); err != nil {
@@ -169,34 +173,28 @@ func mergeKeys(base, delta []keyRecord) []keyRecord {
 	return out
 }
 
-// readFullIDs reads a full snapshot's ids section.
-func readFullIDs(d *codec.Decoder) [][]idItem {
-	var ids [][]idItem
+// eachFullID calls f with every id of a full snapshot's ids section, read
+// from d, in the order listed: per stream, in arrival order.
+func eachFullID(d *codec.Decoder, f func(stream int, id, entry []byte)) {
 	for range d.Count(2) {
 		s := d.Int()
 		if s >= maxStreams {
 			d.Fail("ids of stream %d", s)
 			break
 		}
-		for len(ids) <= s {
-			ids = append(ids, nil)
-		}
-		n := d.Count(2)
-		items := make([]idItem, 0, min(n, d.Len()/2))
-		for range n {
+		for range d.Count(2) {
 			id, entry := d.StringBytes(), d.View()
 			if d.Err() != nil {
 				break
 			}
-			items = append(items, idItem{id, entry})
+			f(s, id, entry)
 		}
-		ids[s] = items
 	}
-	return ids
 }
 
-// readIDChanges appends a delta's ids section to changes.
-func readIDChanges(d *codec.Decoder, changes []idChangeView) []idChangeView {
+// eachIDChange calls f with every change of a delta's ids section, read
+// from d, in order.
+func eachIDChange(d *codec.Decoder, f func(idChangeView)) {
 	for range d.Count(2) {
 		ch := idChangeView{kind: d.Uvarint(), stream: d.Int()}
 		if d.Err() != nil {
@@ -215,9 +213,27 @@ func readIDChanges(d *codec.Decoder, changes []idChangeView) []idChangeView {
 		default:
 			d.Fail("id change of kind %d", ch.kind)
 		}
-		changes = append(changes, ch)
+		if d.Err() != nil {
+			break
+		}
+		f(ch)
 	}
-	return changes
+}
+
+// listIDs lists the ids of a merged chain, its changes applied, per stream.
+func (m *merged) listIDs() [][]idItem {
+	var base [][]idItem
+	eachFullID(codec.NewDecoder(m.ids), func(s int, id, entry []byte) {
+		for len(base) <= s {
+			base = append(base, nil)
+		}
+		base[s] = append(base[s], idItem{id, entry})
+	})
+	var changes []idChangeView
+	for _, section := range m.idChanges {
+		eachIDChange(codec.NewDecoder(section), func(ch idChangeView) { changes = append(changes, ch) })
+	}
+	return applyIDChanges(base, changes)
 }
 
 // applyIDChanges plays the deltas' changes onto the base's ids, for an
@@ -333,14 +349,15 @@ func (m *merged) encode() []byte {
 	e.Uvarint(kindFull)
 	e.ByteSlice(m.layout)
 	e.ByteSlice(m.globals)
+	ids := m.listIDs()
 	n := 0
-	for _, items := range m.ids {
+	for _, items := range ids {
 		if len(items) > 0 {
 			n++
 		}
 	}
 	e.Int(n)
-	for s, items := range m.ids {
+	for s, items := range ids {
 		if len(items) == 0 {
 			continue
 		}

@@ -688,87 +688,98 @@ func (t *Task) restorePending(pending []*pendingDecision, m *layoutMap) error {
 // changes played on the tables (idReplay). Ids of streams the running
 // version does not remember are dropped.
 func (t *Task) restoreIDs(mg *merged, m *layoutMap) error {
-	table := func(si int) (*seenIDs, error) {
+	var err error
+	table := func(si int) *seenIDs {
 		if si >= len(m.streams) {
-			return nil, fmt.Errorf("task snapshot: ids of stream %d of %d", si, len(m.streams))
+			err = cmp.Or(err, fmt.Errorf("task snapshot: ids of stream %d of %d", si, len(m.streams)))
+			return nil
 		}
 		if o := m.streams[si]; o.ok {
-			return t.seen[o.now], nil
+			return t.seen[o.now]
 		}
-		return nil, nil
+		return nil
 	}
-	puts := make(map[int]int) // per stream of the snapshot, the deltas' puts: to size its table
-	for _, ch := range mg.idChanges {
-		if ch.kind == idPut {
-			puts[ch.stream]++
+	// Size each table for the base's ids and the deltas' puts. (mergeChain
+	// has read the sections whole: they hold no error of form.)
+	size := make(map[*seenIDs]int)
+	eachFullID(codec.NewDecoder(mg.ids), func(si int, _, _ []byte) {
+		if s := table(si); s != nil {
+			size[s]++
 		}
-	}
-	for si, items := range mg.ids {
-		if len(items) == 0 {
-			continue
-		}
-		s, err := table(si)
-		if s == nil {
-			if err != nil {
-				return err
+	})
+	for _, section := range mg.idChanges {
+		eachIDChange(codec.NewDecoder(section), func(ch idChangeView) {
+			if s := table(ch.stream); s != nil && ch.kind == idPut {
+				size[s]++
 			}
-			continue
-		}
-		s.reserve(len(items) + puts[si])
-		for _, it := range items {
-			en, features, err := decodeIDEntry(it)
-			if err != nil {
-				return err
-			}
-			s.put(en.id, en.seen)
-			s.setFeatures(en.id, features)
-		}
+		})
 	}
+	if err != nil {
+		return err
+	}
+	for s, n := range size {
+		s.reserve(n)
+	}
+
+	eachFullID(codec.NewDecoder(mg.ids), func(si int, id, entry []byte) {
+		s := table(si)
+		if s == nil || err != nil {
+			return
+		}
+		en, features, e := decodeIDEntry(id, entry)
+		if e != nil {
+			err = e
+			return
+		}
+		s.put(en.id, en.seen)
+		s.setFeatures(en.id, features)
+	})
 	replays := make(map[*seenIDs]*idReplay)
-	for _, ch := range mg.idChanges {
-		s, err := table(ch.stream)
-		if s == nil {
-			if err != nil {
-				return err
+	for _, section := range mg.idChanges {
+		eachIDChange(codec.NewDecoder(section), func(ch idChangeView) {
+			s := table(ch.stream)
+			if s == nil || err != nil {
+				return
 			}
-			continue
-		}
-		r := replays[s]
-		if r == nil {
-			r = newIDReplay(s)
-			replays[s] = r
-		}
-		switch ch.kind {
-		case idPut:
-			en, features, err := decodeIDEntry(idItem{ch.id, ch.entry})
-			if err != nil {
-				return err
+			r := replays[s]
+			if r == nil {
+				r = newIDReplay(s)
+				replays[s] = r
 			}
-			r.put(en.id, en.seen, features)
-		case idRemove:
-			r.forget(string(ch.id))
-		case idClear:
-			r.clear()
-		}
+			switch ch.kind {
+			case idPut:
+				en, features, e := decodeIDEntry(ch.id, ch.entry)
+				if e != nil {
+					err = e
+					return
+				}
+				r.put(en.id, en.seen, features)
+			case idRemove:
+				r.forget(string(ch.id))
+			case idClear:
+				r.clear()
+			}
+		})
 	}
 	for _, r := range replays {
 		r.done()
 	}
-	return nil
+	return err
 }
 
 // decodeIDEntry decodes an id's entry (layout 2) and its features.
-func decodeIDEntry(it idItem) (seenEntry, []byte, error) {
-	ed := codec.NewDecoder(it.entry)
-	en := seenEntry{id: string(it.id), seen: seen{key: ed.String(), time: ed.Varint(), decision: ed.ByteSlice(), crc: uint32(ed.Uvarint())}}
+func decodeIDEntry(id, entry []byte) (seenEntry, []byte, error) {
+	ed := codec.NewDecoder(entry)
+	en := seenEntry{id: string(id), seen: seen{key: ed.String(), time: ed.Varint(), decision: ed.ByteSlice(), crc: uint32(ed.Uvarint())}}
 	features := ed.ByteSlice()
 	if err := ed.Finish(); err != nil {
-		return seenEntry{}, nil, fmt.Errorf("task snapshot: id %q: %w", it.id, err)
+		return seenEntry{}, nil, fmt.Errorf("task snapshot: id %q: %w", id, err)
 	}
 	return en, features, nil
 }
 
-// decodeKeyRecord restores one key's record.
+// decodeKeyRecord restores one key's record. The key's state in every
+// operator keeps key, one string.
 func (t *Task) decodeKeyRecord(key string, rec []byte, m *layoutMap) error {
 	d := codec.NewDecoder(rec)
 	if d.Bool() {
@@ -826,7 +837,7 @@ func (t *Task) decodeKeyRecord(key string, rec []byte, m *layoutMap) error {
 // re-projecting history written under another ruleset version.
 func (t *Task) decodeHistories(d *codec.Decoder, key string, m *layoutMap) {
 	lastTime := d.Varint()
-	ks := t.keyState(key, keyHash(key))
+	ks := t.ownKeyState(key, keyHash(key))
 	t.idle.touch(ks, lastTime)
 	for range d.Count(2) {
 		si := d.Int()
@@ -949,7 +960,7 @@ func (t *Task) decodePatternKey(d *codec.Decoder, op *patternOp, key string) err
 	if op.keys[key] != nil {
 		return fmt.Errorf("%w: key %q twice", codec.ErrCorrupt, key)
 	}
-	pk := op.keyState(strings.Clone(key))
+	pk := op.keyState(key)
 	pk.clock = d.Varint()
 	due := d.Varint()
 	buf := make([]*cep.Event, d.Count(3))

@@ -568,13 +568,31 @@ func (t *Task) keyState(key string, h uint64) *keyState {
 	}
 	t.touch(key)
 	if ks == nil {
-		ks = &keyState{key: strings.Clone(key), lastTime: stream.MinTime}
-		if n := len(t.rs.Streams); n > keyStreams {
-			ks.more = make([]history, n-keyStreams)
-		}
-		t.keys.insert(ks, h)
+		ks = t.newKeyState(strings.Clone(key), h)
 	}
 	ks.stamp = t.epoch
+	return ks
+}
+
+// ownKeyState is keyState for a restore, which tracks no change, and whose
+// key the state may keep as it is: every operator's state of the key
+// shares the one string.
+func (t *Task) ownKeyState(key string, h uint64) *keyState {
+	ks := t.keys.get(key, h)
+	if ks == nil {
+		ks = t.newKeyState(key, h)
+	}
+	ks.stamp = t.epoch
+	return ks
+}
+
+// newKeyState adds a state for key, not in the table yet, which keeps key.
+func (t *Task) newKeyState(key string, h uint64) *keyState {
+	ks := &keyState{key: key, lastTime: stream.MinTime}
+	if n := len(t.rs.Streams); n > keyStreams {
+		ks.more = make([]history, n-keyStreams)
+	}
+	t.keys.insert(ks, h)
 	return ks
 }
 

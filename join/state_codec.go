@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/vigil-cep/vigil/internal/codec"
 )
@@ -215,8 +214,7 @@ func (o *Operator) DecodeKey(d *codec.Decoder, key string, dec func(*codec.Decod
 	if dec == nil {
 		dec = (*codec.Decoder).Value
 	}
-	// A copy, as Add keeps: key may be a slice of the caller's buffer.
-	ks, m := o.decodeKey(d, strings.Clone(key), o.swept, dec, true)
+	ks, m := o.decodeKey(d, key, o.swept, dec, true)
 	if err := d.Err(); err != nil {
 		return err
 	}

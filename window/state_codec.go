@@ -342,7 +342,8 @@ func (o *Operator) DecodeHeader(d *codec.Decoder) error {
 // in any order. A key o already holds is refused; the empty form adds
 // nothing. Corrupt input is reported through d as by Decode, and on error o
 // is left as it was. The timer heap orders windows strictly (timerLess), so
-// the order of the calls changes no firing.
+// the order of the calls changes no firing. o keeps key: a restore passes
+// the string it keeps for the key everywhere, not a slice of a buffer.
 func (o *Operator) DecodeKey(d *codec.Decoder, key string) error {
 	if err := d.Err(); err != nil {
 		return err
@@ -351,8 +352,7 @@ func (o *Operator) DecodeKey(d *codec.Decoder, key string) error {
 		d.Fail("key %q is restored twice", key)
 		return d.Err()
 	}
-	// A copy, as newKey keeps: key may be a slice of the caller's buffer.
-	ks := o.decodeKey(d, strings.Clone(key), o.wm, true)
+	ks := o.decodeKey(d, key, o.wm, true)
 	if err := d.Err(); err != nil {
 		return err
 	}
