@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"maps"
 	"slices"
 	"strings"
@@ -495,7 +496,12 @@ func (t *Task) restoreMerged(mg *merged) error {
 		return err
 	}
 	t.keys.reserve(len(mg.keys))
-	for _, kr := range mg.keys {
+	for i, kr := range mg.keys {
+		if next := i + 2; next < len(mg.keys) {
+			// The table is large and its slots are visited at random: start
+			// loading the one a later key goes to while this one decodes.
+			t.keys.prefetchSlot(maphash.Bytes(keySeed, mg.keys[next].key))
+		}
 		if err := t.decodeKeyRecord(string(kr.key), kr.rec, m); err != nil {
 			return fmt.Errorf("task snapshot: key %q: %w", kr.key, err)
 		}
@@ -721,6 +727,22 @@ func (t *Task) restoreIDs(mg *merged, m *layoutMap) error {
 		s.reserve(n)
 	}
 
+	// The base's ids go in by batches: the slots of a batch's ids start
+	// loading before the first of them is put (the tables are large, and
+	// visited at random).
+	type decoded struct {
+		s        *seenIDs
+		en       seenEntry
+		features []byte
+	}
+	var batch []decoded
+	putBatch := func() {
+		for _, b := range batch {
+			b.s.put(b.en.id, b.en.seen)
+			b.s.setFeatures(b.en.id, b.features)
+		}
+		batch = batch[:0]
+	}
 	eachFullID(codec.NewDecoder(mg.ids), func(si int, id, entry []byte) {
 		s := table(si)
 		if s == nil || err != nil {
@@ -731,9 +753,12 @@ func (t *Task) restoreIDs(mg *merged, m *layoutMap) error {
 			err = e
 			return
 		}
-		s.put(en.id, en.seen)
-		s.setFeatures(en.id, features)
+		s.prefetchSlot(en.id)
+		if batch = append(batch, decoded{s, en, features}); len(batch) == 16 {
+			putBatch()
+		}
 	})
+	putBatch()
 	replays := make(map[*seenIDs]*idReplay)
 	for _, section := range mg.idChanges {
 		eachIDChange(codec.NewDecoder(section), func(ch idChangeView) {
