@@ -900,7 +900,10 @@ func (h *history) restore(d *codec.Decoder, n int, fields []string, inline int) 
 	}
 	all, base := d.Remaining(), h.len()
 	if cap(h.past) == 0 {
-		h.past = make([]rules.Past, 0, max(n, historyCap))
+		// Exactly its size, as enc below: most restored keys get no other
+		// event before their history expires (a new key starts with room
+		// for historyCap, as it is about to get more).
+		h.past = make([]rules.Past, 0, n)
 	}
 	sorted := true
 	for range n {
@@ -985,20 +988,19 @@ func (t *Task) decodePatternKey(d *codec.Decoder, op *patternOp, key string) err
 	if op.keys[key] != nil {
 		return fmt.Errorf("%w: key %q twice", codec.ErrCorrupt, key)
 	}
-	pk := op.keyState(key)
-	pk.clock = d.Varint()
+	pk := &patternKey{key: key, clock: d.Varint(), due: stream.MaxTime, live: true}
 	due := d.Varint()
 	buf := make([]*cep.Event, d.Count(3))
 	for i := range buf {
 		buf[i] = &cep.Event{Time: d.Varint(), Seq: d.Uvarint(), Value: decodeEvent(d)}
 	}
 	pk.buf = buf
-	if st := op.nfa.DecodeState(d, decodeEvent); st != nil {
-		pk.state = st
-	}
+	// The state decoded, not one made new (keyState) and then replaced.
+	pk.state = op.nfa.DecodeState(d, decodeEvent)
 	if d.Err() != nil {
 		return d.Err()
 	}
+	op.keys[key] = pk
 	if due != stream.MaxTime {
 		pk.due = due
 		heap.Push(&op.due, dueEntry{at: due, key: pk})
