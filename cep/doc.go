@@ -83,10 +83,11 @@
 //
 // # Ownership
 //
-// An NFA is immutable and may be shared by any number of goroutines. A State
-// belongs to the one goroutine that calls its methods: it has no locks. The
-// match and timeout callbacks run synchronously on that goroutine and must
-// not call the State. Conditions run there too, during Process, and must not
+// An NFA and the States it made belong to the one goroutine that calls their
+// methods: they have no locks, and the States share the NFA's scratch space
+// (a key's state keeps none of its own: thousands of keys, one event at a
+// time). The match and timeout callbacks run synchronously on that goroutine
+// and must not call a State of the same NFA. Conditions run there too, during Process, and must not
 // keep the slices Partial.Events returns. The caller keeps ownership of the
 // Events it passes and must not modify them; cep holds them until no partial
 // match refers to them. A Match or Timeout, with its slices, belongs to the

@@ -16,6 +16,7 @@ type NFA struct {
 	skip        SkipKind
 	skipStep    int // step of SkipToFirst and SkipToLast
 	maxPartials int
+	work        work // the scratch space of its States' calls
 }
 
 // nstate is one NFA state. Several states belong to one step (a times step is
@@ -103,6 +104,7 @@ func Compile(p Pattern, opts ...Option) (*NFA, error) {
 	c := compiler{steps: steps, within: p.Within, stops: map[int]int32{}, untilExit: map[int32]int32{}}
 	n.start = c.build()
 	n.states = c.states
+	n.work.ctx.memo = make([]uint8, 2*n.steps)
 	return n, nil
 }
 

@@ -19,8 +19,14 @@ type State struct {
 	held    []completed
 	dropped int64
 
-	// Scratch space reused by every call, so that steady-state processing
-	// does not allocate.
+	cur int32 // slot of the event being processed; -1 until a branch takes it
+}
+
+// work is the scratch space of a State's calls, which each leaves empty
+// (but next, which becomes the runs). One per NFA, shared by its States
+// (see NFA): a key's state does not keep space of its own that it uses only
+// while an event passes, and steady-state processing does not allocate.
+type work struct {
 	next     []run
 	done     []completed
 	timeouts []Timeout
@@ -28,7 +34,6 @@ type State struct {
 	edges    []edgeRef
 	scratch  []*Event // Partial.Events results
 	ctx      partialCtx
-	cur      int32 // slot of the event being processed; -1 until a branch takes it
 }
 
 // run is one partial match: the NFA state it is in and the last entry of its
@@ -70,28 +75,25 @@ type partialCtx struct {
 // conditions of the partial match have run.
 func (c *partialCtx) Events(step int) []*Event {
 	s := c.s
-	lo := len(s.scratch)
+	lo := len(s.nfa.work.scratch)
 	for e := c.last; e >= 0; {
 		en := &s.buf.entries[e]
 		if int(en.step) < step {
 			break
 		}
 		if int(en.step) == step {
-			s.scratch = append(s.scratch, s.buf.events[en.ev].ev)
+			s.nfa.work.scratch = append(s.nfa.work.scratch, s.buf.events[en.ev].ev)
 		}
 		e = en.pred
 	}
-	out := s.scratch[lo:len(s.scratch):len(s.scratch)]
+	out := s.nfa.work.scratch[lo:len(s.nfa.work.scratch):len(s.nfa.work.scratch)]
 	slices.Reverse(out)
 	return out
 }
 
 // NewState returns an empty state for one key.
 func (n *NFA) NewState() *State {
-	s := &State{nfa: n, cur: -1}
-	s.ctx.s = s
-	s.ctx.memo = make([]uint8, 2*n.steps)
-	return s
+	return &State{nfa: n, cur: -1}
 }
 
 // Process feeds the next event of this key. Callers feed events in time order,
@@ -110,11 +112,11 @@ func (n *NFA) NewState() *State {
 func (s *State) Process(ev *Event, match func(Match), timeout func(Timeout)) {
 	s.advance(ev.Time, match, timeout)
 
-	s.next = s.next[:0]
+	s.nfa.work.next = s.nfa.work.next[:0]
 	for i := range s.runs {
 		s.step(&s.runs[i], ev, false)
 	}
-	first := len(s.next)
+	first := len(s.nfa.work.next)
 	start := run{state: s.nfa.start, last: -1}
 	s.step(&start, ev, true)
 	s.placeNew(first, ev)
@@ -122,9 +124,9 @@ func (s *State) Process(ev *Event, match func(Match), timeout func(Timeout)) {
 		s.buf.unhold(s.cur)
 		s.cur = -1
 	}
-	clear(s.scratch[:cap(s.scratch)])
-	s.scratch = s.scratch[:0]
-	s.runs, s.next = s.next, s.runs
+	clear(s.nfa.work.scratch[:cap(s.nfa.work.scratch)])
+	s.nfa.work.scratch = s.nfa.work.scratch[:0]
+	s.runs, s.nfa.work.next = s.nfa.work.next, s.runs
 
 	s.complete(match)
 	s.enforceCap(match)
@@ -171,37 +173,37 @@ func (s *State) Empty() bool { return len(s.runs) == 0 && len(s.held) == 0 }
 // step runs the event through one partial match (FlinkCEP's
 // computeNextStates): it follows the proceed edges the event allows, then
 // takes every take and ignore edge that accepts it. The successors go to
-// s.next, or s.done when they complete. A path that reaches a stop state (a
+// next, or done when they complete (NFA.work). A path that reaches a stop state (a
 // negative step's event) loses its successors, but keeps its completed matches.
 func (s *State) step(r *run, ev *Event, isStart bool) {
 	n := s.nfa
-	s.scratch = s.scratch[:0]
-	s.ctx.last = r.last
-	clear(s.ctx.memo)
-	s.edges = s.edges[:0]
-	s.stack = append(s.stack[:0], r.state)
+	s.nfa.work.scratch = s.nfa.work.scratch[:0]
+	s.nfa.work.ctx.s, s.nfa.work.ctx.last = s, r.last
+	clear(s.nfa.work.ctx.memo)
+	s.nfa.work.edges = s.nfa.work.edges[:0]
+	s.nfa.work.stack = append(s.nfa.work.stack[:0], r.state)
 	discard := false
-	for len(s.stack) > 0 {
-		st := s.stack[len(s.stack)-1]
-		s.stack = s.stack[:len(s.stack)-1]
+	for len(s.nfa.work.stack) > 0 {
+		st := s.nfa.work.stack[len(s.nfa.work.stack)-1]
+		s.nfa.work.stack = s.nfa.work.stack[:len(s.nfa.work.stack)-1]
 		for i := range n.states[st].trans {
 			t := &n.states[st].trans[i]
-			if !t.g.eval(ev, &s.ctx) {
+			if !t.g.eval(ev, &s.nfa.work.ctx) {
 				continue
 			}
 			switch {
 			case t.act != actProceed:
-				s.edges = append(s.edges, edgeRef{from: st, t: int32(i)})
+				s.nfa.work.edges = append(s.nfa.work.edges, edgeRef{from: st, t: int32(i)})
 			case n.states[t.to].kind == kindStop:
 				discard = true
 			default:
-				s.stack = append(s.stack, t.to)
+				s.nfa.work.stack = append(s.nfa.work.stack, t.to)
 			}
 		}
 	}
 
-	first := len(s.next)
-	for _, e := range s.edges {
+	first := len(s.nfa.work.next)
+	for _, e := range s.nfa.work.edges {
 		t := &n.states[e.from].trans[e.t]
 		if t.act == actIgnore {
 			// The start state never waits: it is there for every event.
@@ -227,10 +229,10 @@ func (s *State) step(r *run, ev *Event, isStart bool) {
 		s.buf.release(ent)
 	}
 	if discard {
-		for _, x := range s.next[first:] {
+		for _, x := range s.nfa.work.next[first:] {
 			s.buf.release(x.last)
 		}
-		s.next = s.next[:first]
+		s.nfa.work.next = s.nfa.work.next[:first]
 	}
 	s.buf.release(r.last)
 }
@@ -239,14 +241,14 @@ func (s *State) step(r *run, ev *Event, isStart bool) {
 // its last entry.
 func (s *State) add(r run) {
 	if s.nfa.states[r.state].kind == kindFinal {
-		s.done = append(s.done, completed{
+		s.nfa.work.done = append(s.nfa.work.done, completed{
 			start: r.start, startSeq: r.startSeq,
 			m: Match{Start: r.start, End: s.buf.events[s.buf.entries[r.last].ev].ev.Time, Events: s.buf.materialize(r.last, s.nfa.steps)},
 		})
 		return
 	}
 	s.buf.lock(r.last)
-	s.next = append(s.next, r)
+	s.nfa.work.next = append(s.nfa.work.next, r)
 }
 
 // finalAfter reports whether st reaches the final state through proceed edges
@@ -254,41 +256,41 @@ func (s *State) add(r run) {
 // taken completes a match, as well as possibly continuing it.
 func (s *State) finalAfter(st int32, ev *Event) bool {
 	states := s.nfa.states
-	s.stack = append(s.stack[:0], st)
-	for len(s.stack) > 0 {
-		x := s.stack[len(s.stack)-1]
-		s.stack = s.stack[:len(s.stack)-1]
+	s.nfa.work.stack = append(s.nfa.work.stack[:0], st)
+	for len(s.nfa.work.stack) > 0 {
+		x := s.nfa.work.stack[len(s.nfa.work.stack)-1]
+		s.nfa.work.stack = s.nfa.work.stack[:len(s.nfa.work.stack)-1]
 		for i := range states[x].trans {
 			t := &states[x].trans[i]
-			if t.act != actProceed || !t.g.eval(ev, &s.ctx) {
+			if t.act != actProceed || !t.g.eval(ev, &s.nfa.work.ctx) {
 				continue
 			}
 			if states[t.to].kind == kindFinal {
 				return true
 			}
-			s.stack = append(s.stack, t.to)
+			s.nfa.work.stack = append(s.nfa.work.stack, t.to)
 		}
 	}
 	return false
 }
 
-// placeNew moves the partial matches the start state created, s.next[first:],
+// placeNew moves the partial matches the start state created, next[first:],
 // to their place in start order. They come last unless ev is older than a
 // partial match's start, which only happens when events are fed out of order.
 func (s *State) placeNew(first int, ev *Event) {
-	if first == 0 || first == len(s.next) || s.next[first-1].before(ev.Time, ev.Seq) {
+	if first == 0 || first == len(s.nfa.work.next) || s.nfa.work.next[first-1].before(ev.Time, ev.Seq) {
 		return
 	}
-	pos, _ := slices.BinarySearchFunc(s.next[:first], ev, func(r run, ev *Event) int {
+	pos, _ := slices.BinarySearchFunc(s.nfa.work.next[:first], ev, func(r run, ev *Event) int {
 		if r.before(ev.Time, ev.Seq) {
 			return -1
 		}
 		return 1
 	})
-	// Rotate s.next[pos:] so that the new block comes first.
-	slices.Reverse(s.next[pos:first])
-	slices.Reverse(s.next[first:])
-	slices.Reverse(s.next[pos:])
+	// Rotate next[pos:] so that the new block comes first.
+	slices.Reverse(s.nfa.work.next[pos:first])
+	slices.Reverse(s.nfa.work.next[first:])
+	slices.Reverse(s.nfa.work.next[pos:])
 }
 
 // advance times out the partial matches that started Within or longer before
@@ -317,12 +319,12 @@ func (s *State) expire(k int, match func(Match), timeout func(Timeout)) {
 		switch {
 		case w <= 0:
 		case s.nfa.states[r.state].kind == kindPending:
-			s.done = append(s.done, completed{
+			s.nfa.work.done = append(s.nfa.work.done, completed{
 				start: r.start, startSeq: r.startSeq,
 				m: Match{Start: r.start, End: addSat(r.start, w), Events: s.buf.materialize(r.last, s.nfa.steps)},
 			})
 		case timeout != nil:
-			s.timeouts = append(s.timeouts, Timeout{Start: r.start, Deadline: addSat(r.start, w), Events: s.buf.materialize(r.last, s.nfa.steps)})
+			s.nfa.work.timeouts = append(s.nfa.work.timeouts, Timeout{Start: r.start, Deadline: addSat(r.start, w), Events: s.buf.materialize(r.last, s.nfa.steps)})
 		}
 		s.buf.release(r.last)
 	}
@@ -330,15 +332,15 @@ func (s *State) expire(k int, match func(Match), timeout func(Timeout)) {
 
 	s.complete(match)
 
-	if len(s.timeouts) > 0 {
-		slices.SortFunc(s.timeouts, func(a, b Timeout) int { return compareEvents(a.Events, b.Events) })
-		for i, to := range s.timeouts {
-			if i == 0 || compareEvents(s.timeouts[i-1].Events, to.Events) != 0 {
+	if len(s.nfa.work.timeouts) > 0 {
+		slices.SortFunc(s.nfa.work.timeouts, func(a, b Timeout) int { return compareEvents(a.Events, b.Events) })
+		for i, to := range s.nfa.work.timeouts {
+			if i == 0 || compareEvents(s.nfa.work.timeouts[i-1].Events, to.Events) != 0 {
 				timeout(to)
 			}
 		}
-		clear(s.timeouts)
-		s.timeouts = s.timeouts[:0]
+		clear(s.nfa.work.timeouts)
+		s.nfa.work.timeouts = s.nfa.work.timeouts[:0]
 	}
 }
 
@@ -354,27 +356,27 @@ func addSat(a, b int64) int64 {
 	return a + b
 }
 
-// complete emits the matches in s.done: all of them under NoSkip, otherwise
+// complete emits the matches in done: all of them under NoSkip, otherwise
 // through s.held, in start order, pruning by the skip strategy. It runs after
 // every change to s.runs, since a partial match that ended may let held
 // matches out.
 func (s *State) complete(match func(Match)) {
-	slices.SortFunc(s.done, compareCompleted)
+	slices.SortFunc(s.nfa.work.done, compareCompleted)
 	if s.nfa.skip == NoSkip {
 		if match != nil {
-			for _, c := range s.done {
+			for _, c := range s.nfa.work.done {
 				match(c.m)
 			}
 		}
 	} else {
-		if len(s.done) > 0 {
-			s.held = append(s.held, s.done...)
+		if len(s.nfa.work.done) > 0 {
+			s.held = append(s.held, s.nfa.work.done...)
 			slices.SortStableFunc(s.held, compareCompleted)
 		}
 		s.emitHeld(match)
 	}
-	clear(s.done)
-	s.done = s.done[:0]
+	clear(s.nfa.work.done)
+	s.nfa.work.done = s.nfa.work.done[:0]
 }
 
 // emitHeld emits the held matches that started no later than every open

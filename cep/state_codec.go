@@ -65,7 +65,7 @@ const stateVersion = 1
 // callback (the State is in the middle of an event then). On error, e holds
 // a partial encoding that the caller must discard.
 func (s *State) Encode(e *codec.Encoder, enc func(e *codec.Encoder, v any) error) error {
-	if s.cur >= 0 || len(s.done) > 0 || len(s.timeouts) > 0 {
+	if s.cur >= 0 || len(s.nfa.work.done) > 0 || len(s.nfa.work.timeouts) > 0 {
 		return errors.New("cep: State.Encode called while an event is being processed")
 	}
 	n, b := s.nfa, &s.buf

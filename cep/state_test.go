@@ -84,7 +84,7 @@ func TestCapAdversarial(t *testing.T) {
 			t.Fatalf("event %d: %d partial matches, cap %d", i, s.Len(), DefaultMaxPartials)
 		}
 		if i == 500 {
-			entriesCap, eventsCap, runsCap = cap(s.buf.entries), cap(s.buf.events), cap(s.runs)+cap(s.next)
+			entriesCap, eventsCap, runsCap = cap(s.buf.entries), cap(s.buf.events), cap(s.runs)+cap(s.nfa.work.next)
 		}
 	}
 	if s.Len() != DefaultMaxPartials {
@@ -98,9 +98,9 @@ func TestCapAdversarial(t *testing.T) {
 	if s.Dropped() == 0 {
 		t.Fatal("Dropped = 0")
 	}
-	if cap(s.buf.entries) != entriesCap || cap(s.buf.events) != eventsCap || cap(s.runs)+cap(s.next) != runsCap {
+	if cap(s.buf.entries) != entriesCap || cap(s.buf.events) != eventsCap || cap(s.runs)+cap(s.nfa.work.next) != runsCap {
 		t.Fatalf("memory grew after event 500: entries %d -> %d, events %d -> %d, runs %d -> %d",
-			entriesCap, cap(s.buf.entries), eventsCap, cap(s.buf.events), runsCap, cap(s.runs)+cap(s.next))
+			entriesCap, cap(s.buf.entries), eventsCap, cap(s.buf.events), runsCap, cap(s.runs)+cap(s.nfa.work.next))
 	}
 	checkBuffer(t, s)
 	t.Logf("len %d, buffered %d, dropped %d, entries %d", s.Len(), s.Buffered(), s.Dropped(), len(s.buf.entries)-len(s.buf.freeEntries))

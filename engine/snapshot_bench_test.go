@@ -240,6 +240,29 @@ func BenchmarkRestoreChain(b *testing.B) {
 	b.ReportMetric(float64(task.Stats().Keys), "keys/task")
 }
 
+// BenchmarkStateSize measures what a task's state weighs: the live heap of a
+// task that processed the standard workload of 250k users (as
+// BenchmarkRestoreChain's tasks hold), per key, and a full collection of it,
+// which marks what of it holds pointers.
+func BenchmarkStateSize(b *testing.B) {
+	rs := loadRuleset(b, "../examples/fraud.yaml")
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	task := benchState(b, rs, 250_000)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	live := float64(after.HeapAlloc - before.HeapAlloc)
+	b.ResetTimer()
+	for b.Loop() {
+		runtime.GC()
+	}
+	keys := float64(task.Stats().Keys)
+	b.ReportMetric(live/1e6, "live-MB")
+	b.ReportMetric(live/keys, "B/key")
+	runtime.KeepAlive(task)
+}
+
 // cpuTime is the CPU time the process has used, user and system.
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
