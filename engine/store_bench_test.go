@@ -1,0 +1,103 @@
+package engine_test
+
+import (
+	"context"
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+
+	"github.com/vigil-cep/vigil/engine"
+	"github.com/vigil-cep/vigil/internal/gctune"
+	"github.com/vigil-cep/vigil/kafka"
+	"github.com/vigil-cep/vigil/rules"
+	"github.com/vigil-cep/vigil/state"
+)
+
+// BenchmarkRestoreFromStore is BenchmarkRestoreChain from each checkpoint
+// store, as a service's tasks start (kafka.Service.assign): four tasks read
+// their chain (a base and 20 deltas, 76 MB) from the store and restore it, in
+// parallel, with the collector paused. The Kafka store runs on the embedded
+// broker, in this process, as vigil serve's does.
+func BenchmarkRestoreFromStore(b *testing.B) {
+	const tasks = 4
+	rs, chain := engine.RestoreChainFixture(b)
+	ctx := context.Background()
+	for _, store := range []string{"dir", "kafka"} {
+		b.Run(store, func(b *testing.B) {
+			var backend state.Backend
+			switch store {
+			case "dir":
+				d, err := state.OpenDir(b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				backend = d
+			case "kafka":
+				br, err := kafka.StartBroker(kafka.BrokerConfig{Listen: "127.0.0.1:0"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer br.Close()
+				cs, err := kafka.NewCheckpointStore(ctx, []string{br.Addr()}, "checkpoints", tasks, kafka.CheckpointStoreConfig{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cs.Close()
+				backend = cs
+			}
+			for task := range int32(tasks) {
+				for i, data := range chain {
+					s := &state.Snapshot{Task: task, Seq: uint64(i + 1), Parent: uint64(i), Sections: map[string][]byte{"engine": data}}
+					if err := backend.Save(ctx, s); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			defer gctune.GCPercent(gctune.ServeGOGC)()
+			runtime.GC()
+			debug.FreeOSMemory()
+			var cpu time.Duration
+			b.ResetTimer()
+			for b.Loop() {
+				before := engine.CPUTime()
+				resume := gctune.Pause()
+				errs := make(chan error, tasks)
+				for task := range int32(tasks) {
+					go func() {
+						errs <- restoreFrom(ctx, backend, task, rs)
+					}()
+				}
+				for range tasks {
+					if err := <-errs; err != nil {
+						b.Fatal(err)
+					}
+				}
+				resume()
+				cpu += engine.CPUTime() - before
+				b.StopTimer()
+				runtime.GC()
+				debug.FreeOSMemory()
+				b.StartTimer()
+			}
+			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+		})
+	}
+}
+
+// restoreFrom reads task's chain from the store and restores a new task from it.
+func restoreFrom(ctx context.Context, backend state.Backend, task int32, rs *rules.Ruleset) error {
+	snaps, err := backend.Chain(ctx, task)
+	if err != nil {
+		return err
+	}
+	data := make([][]byte, len(snaps))
+	for i, s := range snaps {
+		data[i] = s.Sections["engine"]
+	}
+	t, err := engine.NewTask(rs, func(engine.Output) {})
+	if err != nil {
+		return err
+	}
+	return t.RestoreChain(data)
+}
