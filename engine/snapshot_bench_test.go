@@ -179,9 +179,12 @@ func BenchmarkRestoreChain(b *testing.B) {
 	for _, c := range chain {
 		size += len(c)
 	}
-	// The collector as vigil serve sets it.
+	// The collector as vigil serve sets it, and the heap's free pages given
+	// back to the kernel: a restore into pages the fixture's garbage left
+	// mapped would not pay what a fresh process pays for them.
 	defer gctune.GCPercent(gctune.ServeGOGC)()
 	runtime.GC()
+	debug.FreeOSMemory()
 	b.ResetTimer()
 	// The CPU time of the process, user and system (page faults): on a
 	// shared machine, where other guests take turns on the cores, steadier
