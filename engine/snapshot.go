@@ -694,102 +694,125 @@ func (t *Task) restorePending(pending []*pendingDecision, m *layoutMap) error {
 // changes played on the tables (idReplay). Ids of streams the running
 // version does not remember are dropped.
 func (t *Task) restoreIDs(mg *merged, m *layoutMap) error {
-	var err error
-	table := func(si int) *seenIDs {
-		if si >= len(m.streams) {
-			err = cmp.Or(err, fmt.Errorf("task snapshot: ids of stream %d of %d", si, len(m.streams)))
-			return nil
-		}
-		if o := m.streams[si]; o.ok {
-			return t.seen[o.now]
-		}
+	r := idRestore{t: t, m: m}
+	r.reserve(mg)
+	if r.err == nil {
+		r.putBase(mg.ids)
+	}
+	if r.err == nil {
+		r.replay(mg.idChanges)
+	}
+	return r.err
+}
+
+// idRestore is one restoreIDs: the sections are read through callbacks
+// (eachFullID, eachIDChange), which record the first error in err.
+type idRestore struct {
+	t   *Task
+	m   *layoutMap
+	err error
+}
+
+// table is the running task's table of the snapshot's stream si, or nil.
+func (r *idRestore) table(si int) *seenIDs {
+	if si >= len(r.m.streams) {
+		r.err = cmp.Or(r.err, fmt.Errorf("task snapshot: ids of stream %d of %d", si, len(r.m.streams)))
 		return nil
 	}
-	// Size each table for the base's ids and the deltas' puts. (mergeChain
-	// has read the sections whole: they hold no error of form.)
+	if o := r.m.streams[si]; o.ok {
+		return r.t.seen[o.now]
+	}
+	return nil
+}
+
+// reserve sizes each table for the base's ids and the deltas' puts.
+// (mergeChain has read the sections whole: they hold no error of form.)
+func (r *idRestore) reserve(mg *merged) {
 	size := make(map[*seenIDs]int)
 	eachFullID(codec.NewDecoder(mg.ids), func(si int, _, _ []byte) {
-		if s := table(si); s != nil {
+		if s := r.table(si); s != nil {
 			size[s]++
 		}
 	})
 	for _, section := range mg.idChanges {
 		eachIDChange(codec.NewDecoder(section), func(ch idChangeView) {
-			if s := table(ch.stream); s != nil && ch.kind == idPut {
+			if s := r.table(ch.stream); s != nil && ch.kind == idPut {
 				size[s]++
 			}
 		})
 	}
-	if err != nil {
-		return err
-	}
 	for s, n := range size {
 		s.reserve(n)
 	}
+}
 
-	// The base's ids go in by batches: the slots of a batch's ids start
-	// loading before the first of them is put (the tables are large, and
-	// visited at random).
+// putBase puts the base's ids, by batches: the slots of a batch's ids
+// start loading before the first of them is put (the tables are large,
+// and visited at random).
+func (r *idRestore) putBase(section []byte) {
 	type decoded struct {
 		s        *seenIDs
 		en       seenEntry
 		features []byte
 	}
 	var batch []decoded
-	putBatch := func() {
+	put := func() {
 		for _, b := range batch {
 			b.s.put(b.en.id, b.en.seen)
 			b.s.setFeatures(b.en.id, b.features)
 		}
 		batch = batch[:0]
 	}
-	eachFullID(codec.NewDecoder(mg.ids), func(si int, id, entry []byte) {
-		s := table(si)
-		if s == nil || err != nil {
+	eachFullID(codec.NewDecoder(section), func(si int, id, entry []byte) {
+		s := r.table(si)
+		if s == nil || r.err != nil {
 			return
 		}
-		en, features, e := decodeIDEntry(id, entry)
-		if e != nil {
-			err = e
+		en, features, err := decodeIDEntry(id, entry)
+		if err != nil {
+			r.err = err
 			return
 		}
 		s.prefetchSlot(en.id)
 		if batch = append(batch, decoded{s, en, features}); len(batch) == 16 {
-			putBatch()
+			put()
 		}
 	})
-	putBatch()
+	put()
+}
+
+// replay plays the deltas' changes, in chain order, on the tables.
+func (r *idRestore) replay(sections [][]byte) {
 	replays := make(map[*seenIDs]*idReplay)
-	for _, section := range mg.idChanges {
+	for _, section := range sections {
 		eachIDChange(codec.NewDecoder(section), func(ch idChangeView) {
-			s := table(ch.stream)
-			if s == nil || err != nil {
+			s := r.table(ch.stream)
+			if s == nil || r.err != nil {
 				return
 			}
-			r := replays[s]
-			if r == nil {
-				r = newIDReplay(s)
-				replays[s] = r
+			rp := replays[s]
+			if rp == nil {
+				rp = newIDReplay(s)
+				replays[s] = rp
 			}
 			switch ch.kind {
 			case idPut:
-				en, features, e := decodeIDEntry(ch.id, ch.entry)
-				if e != nil {
-					err = e
+				en, features, err := decodeIDEntry(ch.id, ch.entry)
+				if err != nil {
+					r.err = err
 					return
 				}
-				r.put(en.id, en.seen, features)
+				rp.put(en.id, en.seen, features)
 			case idRemove:
-				r.forget(string(ch.id))
+				rp.forget(string(ch.id))
 			case idClear:
-				r.clear()
+				rp.clear()
 			}
 		})
 	}
-	for _, r := range replays {
-		r.done()
+	for _, rp := range replays {
+		rp.done()
 	}
-	return err
 }
 
 // decodeIDEntry decodes an id's entry (layout 2) and its features.
