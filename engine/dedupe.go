@@ -247,13 +247,10 @@ func (s *seenIDs) expire(horizon int64) {
 	if s.dead == 0 && s.head < end && s.shared == nil && s.allBefore(horizon) {
 		// Everything goes (the end of a bounded input): drop the table at
 		// once rather than deleting its ids one by one.
-		s.table, s.n, s.miss.valid = nil, 0, false
-		s.features = nil
+		s.reset()
 		if s.journal != nil {
 			s.journal.add(idChange{kind: idClear, stream: s.stream})
 		}
-		s.base += end
-		s.chunks, s.head = nil, 0
 		return
 	}
 	for s.head < end {
@@ -294,6 +291,14 @@ func (s *seenIDs) expire(horizon int64) {
 		s.head++
 	}
 	s.dropExpiredChunks()
+}
+
+// reset forgets every id at once (positions go on from where they were).
+func (s *seenIDs) reset() {
+	s.base += s.end()
+	s.table, s.n, s.miss.valid = nil, 0, false
+	s.chunks, s.head, s.dead = nil, 0, 0
+	s.features = nil
 }
 
 // dropExpiredChunks drops the chunks whose entries have all expired.
@@ -437,11 +442,7 @@ func (r *idReplay) forget(id string) {
 }
 
 func (r *idReplay) clear() {
-	s := r.s
-	s.base += s.end()
-	s.table, s.n, s.miss.valid = nil, 0, false
-	s.chunks, s.head, s.dead = nil, 0, 0
-	s.features = nil
+	r.s.reset()
 	r.dead = nil
 }
 

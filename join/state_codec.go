@@ -202,7 +202,9 @@ func (o *Operator) DecodeHeader(d *codec.Decoder) error {
 // order, every element able to join at o's swept watermark) and schedules
 // their drops; keys may come in any order. A key o already holds is
 // refused; the empty form adds nothing. Corrupt input is reported through d
-// as by Decode, and on error o is left as it was.
+// as by Decode, and on error o is left as it was. o keeps key: a restore
+// passes the string it keeps for the key everywhere, not a slice of a
+// buffer.
 func (o *Operator) DecodeKey(d *codec.Decoder, key string, dec func(*codec.Decoder) any) error {
 	if err := d.Err(); err != nil {
 		return err
