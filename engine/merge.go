@@ -36,6 +36,7 @@ type merged struct {
 	layout, globals []byte
 	ids             []byte   // the base's ids section (eachFullID)
 	idChanges       [][]byte // each delta's ids section (eachIDChange)
+	idPuts          []int    // per stream, the base's ids and the deltas' puts: what a table will hold at most
 	keys            []keyRecord
 	size            int // of the largest element, to size the encoding
 }
@@ -93,10 +94,14 @@ func mergeChain(chain [][]byte) (*merged, error) {
 		m.size = max(m.size, len(b))
 		ids := d.Remaining()
 		if kind == kindFull {
-			eachFullID(d, func(int, []byte, []byte) {})
+			eachFullID(d, func(s int, _, _ []byte) { m.countPut(s) })
 			m.ids = ids[:len(ids)-d.Len()]
 		} else {
-			eachIDChange(d, func(idChangeView) {})
+			eachIDChange(d, func(ch idChangeView) {
+				if ch.kind == idPut {
+					m.countPut(ch.stream)
+				}
+			})
 			m.idChanges = append(m.idChanges, ids[:len(ids)-d.Len()])
 		}
 		keys := readKeys(d)
@@ -111,6 +116,14 @@ func mergeChain(chain [][]byte) (*merged, error) {
 	}
 	m.keys = mergeKeys(m.keys, newestRecords(delta))
 	return m, nil
+}
+
+// countPut counts an id put in stream s (merged.idPuts).
+func (m *merged) countPut(s int) {
+	for len(m.idPuts) <= s {
+		m.idPuts = append(m.idPuts, 0)
+	}
+	m.idPuts[s]++
 }
 
 // readKeys reads a keys section, checking the order.

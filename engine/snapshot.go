@@ -725,24 +725,17 @@ func (r *idRestore) table(si int) *seenIDs {
 	return nil
 }
 
-// reserve sizes each table for the base's ids and the deltas' puts.
-// (mergeChain has read the sections whole: they hold no error of form.)
+// reserve sizes each table for the base's ids and the deltas' puts, as
+// mergeChain counted them (it read the sections whole: they hold no error
+// of form).
 func (r *idRestore) reserve(mg *merged) {
-	size := make(map[*seenIDs]int)
-	eachFullID(codec.NewDecoder(mg.ids), func(si int, _, _ []byte) {
-		if s := r.table(si); s != nil {
-			size[s]++
+	for si, n := range mg.idPuts {
+		if n == 0 {
+			continue
 		}
-	})
-	for _, section := range mg.idChanges {
-		eachIDChange(codec.NewDecoder(section), func(ch idChangeView) {
-			if s := r.table(ch.stream); s != nil && ch.kind == idPut {
-				size[s]++
-			}
-		})
-	}
-	for s, n := range size {
-		s.reserve(n)
+		if s := r.table(si); s != nil {
+			s.reserve(n)
+		}
 	}
 }
 
