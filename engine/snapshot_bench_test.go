@@ -173,35 +173,42 @@ func benchLines(b *testing.B, c workload.Config) [][]byte {
 // time per op is the wall time until all four are ready, with the collector
 // set as vigil serve sets it.
 func BenchmarkRestoreChain(b *testing.B) {
-	const tasks = 4
 	rs, chain := restoreChainFixture(b)
 	size := 0
 	for _, c := range chain {
 		size += len(c)
 	}
-	// The collector as vigil serve sets it, and the heap's free pages given
-	// back to the kernel: a restore into pages the fixture's garbage left
-	// mapped would not pay what a fresh process pays for them.
+	restoreRounds(b, func(int32) error {
+		t, err := NewTask(rs, func(Output) {})
+		if err == nil {
+			err = t.RestoreChain(chain)
+		}
+		return err
+	})
+	b.ReportMetric(float64(size), "chain-bytes/task")
+}
+
+// restoreRounds times rounds of four tasks restoring at once, restore(task)
+// each, as a service's tasks start (kafka.Service.assign): the collector as
+// vigil serve sets it and paused meanwhile. Before each round the heap's
+// free pages go back to the kernel, so that a restore pays for fresh pages
+// as a new process does rather than reusing those its fixture's garbage, or
+// the round before, left mapped. It reports the process's CPU time a round
+// too (user and system, page faults included): on a shared machine, where
+// other guests take the cores in turns, steadier than the wall time.
+func restoreRounds(b *testing.B, restore func(task int32) error) {
+	const tasks = 4
 	defer gctune.GCPercent(gctune.ServeGOGC)()
 	runtime.GC()
 	debug.FreeOSMemory()
 	b.ResetTimer()
-	// The CPU time of the process, user and system (page faults): on a
-	// shared machine, where other guests take turns on the cores, steadier
-	// than the wall time, which is the bar.
 	var cpu time.Duration
 	for b.Loop() {
 		before := cpuTime()
-		resume := gctune.Pause() // as the service restores (kafka.Service.assign)
+		resume := gctune.Pause()
 		errs := make(chan error, tasks)
-		for range tasks {
-			go func() {
-				t, err := NewTask(rs, func(Output) {})
-				if err == nil {
-					err = t.RestoreChain(chain)
-				}
-				errs <- err
-			}()
+		for task := range int32(tasks) {
+			go func() { errs <- restore(task) }()
 		}
 		for range tasks {
 			if err := <-errs; err != nil {
@@ -210,16 +217,12 @@ func BenchmarkRestoreChain(b *testing.B) {
 		}
 		resume()
 		cpu += cpuTime() - before
-		// The next restore starts as the service's does, in a process
-		// whose heap holds no earlier state: not in the wake of this one's
-		// four tasks, whose collection would run during it.
 		b.StopTimer()
 		runtime.GC()
 		debug.FreeOSMemory()
 		b.StartTimer()
 	}
 	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
-	b.ReportMetric(float64(size), "chain-bytes/task")
 }
 
 // BenchmarkStateSize measures what a task's state weighs: the live heap of a

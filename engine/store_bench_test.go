@@ -2,13 +2,9 @@ package engine_test
 
 import (
 	"context"
-	"runtime"
-	"runtime/debug"
 	"testing"
-	"time"
 
 	"github.com/vigil-cep/vigil/engine"
-	"github.com/vigil-cep/vigil/internal/gctune"
 	"github.com/vigil-cep/vigil/kafka"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/state"
@@ -17,7 +13,7 @@ import (
 // BenchmarkRestoreFromStore is BenchmarkRestoreChain from each checkpoint
 // store, as a service's tasks start (kafka.Service.assign): four tasks read
 // their chain (a base and 20 deltas, 76 MB) from the store and restore it, in
-// parallel, with the collector paused. The Kafka store runs on the embedded
+// parallel (engine.RestoreRounds). The Kafka store runs on the embedded
 // broker, in this process, as vigil serve's does.
 func BenchmarkRestoreFromStore(b *testing.B) {
 	const tasks = 4
@@ -54,33 +50,9 @@ func BenchmarkRestoreFromStore(b *testing.B) {
 					}
 				}
 			}
-			defer gctune.GCPercent(gctune.ServeGOGC)()
-			runtime.GC()
-			debug.FreeOSMemory()
-			var cpu time.Duration
-			b.ResetTimer()
-			for b.Loop() {
-				before := engine.CPUTime()
-				resume := gctune.Pause()
-				errs := make(chan error, tasks)
-				for task := range int32(tasks) {
-					go func() {
-						errs <- restoreFrom(ctx, backend, task, rs)
-					}()
-				}
-				for range tasks {
-					if err := <-errs; err != nil {
-						b.Fatal(err)
-					}
-				}
-				resume()
-				cpu += engine.CPUTime() - before
-				b.StopTimer()
-				runtime.GC()
-				debug.FreeOSMemory()
-				b.StartTimer()
-			}
-			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+			engine.RestoreRounds(b, func(task int32) error {
+				return restoreFrom(ctx, backend, task, rs)
+			})
 		})
 	}
 }
