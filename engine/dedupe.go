@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"hash/crc32"
 	"hash/maphash"
 	"unsafe"
@@ -25,14 +26,21 @@ import (
 // cache costs the same, and half the size misses less). Expiry reads the times
 // from the slice, in order. The slice is cut in fixed-size chunks, so that it
 // grows without copying and expiry frees it a chunk at a time.
+//
+// The entries hold no pointer: an entry's id, key and decision are bytes of
+// its chunk's text, and the strings and slices get hands out are views of
+// them. A task holds hundreds of thousands of ids; as strings and pointers
+// they were an object per id for the collector to visit and 88-byte entries
+// for it to scan at every cycle, as long as the ids are kept (docs/design.md
+// "Memory").
 type seenIDs struct {
-	table  []idSlot      // len a power of two, or 0
-	n      int           // ids in table
-	miss   idMiss        // the last lookup that found nothing, for the put after it
-	chunks [][]seenEntry // arrival order, seenChunk entries each (the last: up to)
-	head   int           // index of the first entry not expired yet
-	base   int           // position of chunks[0][0]
-	dead   int           // entries marked dead (see seenEntry.dead)
+	table  []idSlot    // len a power of two, or 0
+	n      int         // ids in table
+	miss   idMiss      // the last lookup that found nothing, for the put after it
+	chunks []seenChunk // arrival order, seenChunkLen entries each (the last: up to)
+	head   int         // index of the first entry not expired yet
+	base   int         // position of chunks[0][0]
+	dead   int         // entries marked dead (see seenEntry.dead)
 	// shared, when the task shares an IDIndex, is its index of this
 	// stream's ids: an id that expires here is released there too.
 	shared *idIndexStream
@@ -72,13 +80,29 @@ type idMiss struct {
 // minIDTable is the size of a table's first allocation.
 const minIDTable = 64
 
-// seenChunk is the number of entries of a chunk.
-const seenChunk = 1024
+// seenChunkLen is the number of entries of a chunk.
+const seenChunkLen = 1024
 
-// seenEntry is one id in arrival order.
+// seenChunk is seenChunkLen entries in arrival order (the last chunk: up
+// to), and what they keep.
+type seenChunk struct {
+	entries []seenEntry
+	// text holds the entries' ids, keys and decisions. It is only appended
+	// to: the views of it that get hands out stay as they are.
+	text []byte
+	// pending is nil until an entry of the chunk waits for its decision
+	// (seen.pending); then one per entry.
+	pending []*pendingDecision
+}
+
+// seenEntry is one id in arrival order. Its id, its key and its decision
+// (when it has one) are its chunk's text from text on, back to back.
 type seenEntry struct {
-	id string
-	seen
+	time                  int64
+	text                  int
+	idLen, keyLen, decLen uint32
+	crc                   uint32
+	hasDecision           bool // its decision is not nil (perhaps empty)
 	// dead marks an entry whose own time no longer says when its id
 	// expires: put replaced it with a later entry of the same id (only a
 	// restore can do that), or that earlier entry expired the id. Expiry
@@ -89,8 +113,9 @@ type seenEntry struct {
 	hole bool
 }
 
-// seen is what is kept per id. decision is nil for a plain "allow" with
-// nothing to report: it is re-encoded from key and time instead of stored.
+// seen is what is kept per id, as get returns it. decision is nil for a
+// plain "allow" with nothing to report: it is re-encoded from key and time
+// instead of stored.
 type seen struct {
 	key      string
 	time     int64
@@ -112,21 +137,35 @@ func BodyCRC(value string) uint32 {
 // IDIndex (idKeyOf): a task's lookahead computes one hash for both.
 var idSeed = maphash.MakeSeed()
 
+// get returns what is kept of id. Its key and decision are views of the
+// table's text: they do not change, and stay valid after the id expires.
 func (s *seenIDs) get(id string) (seen, bool) {
-	if e := s.ref(id); e != nil {
-		return *e, true
-	}
-	return seen{}, false
-}
-
-// ref returns the entry of id to update in place, or nil. The pointer is
-// valid until the next put or expire.
-func (s *seenIDs) ref(id string) *seen {
 	slot, found := s.find(id)
 	if !found {
-		return nil
+		return seen{}, false
 	}
-	return &s.at(s.index(s.table[slot])).seen
+	return s.seenAt(s.index(s.table[slot])), true
+}
+
+// replace changes what is kept of id, where it stands in arrival order, and
+// returns the id as the table keeps it (see put). It reports whether the
+// table holds id; when it does not, the lookup that missed is left for a put.
+func (s *seenIDs) replace(id string, e seen) (string, bool) {
+	slot, found := s.find(id)
+	if !found {
+		return "", false
+	}
+	i := s.index(s.table[slot])
+	s.set(i, id, e)
+	return s.id(i), true
+}
+
+// setPending marks id's entry as waiting for the decision p (a restore).
+func (s *seenIDs) setPending(id string, p *pendingDecision) {
+	if slot, found := s.find(id); found {
+		i := s.index(s.table[slot])
+		s.chunk(i).setPending(i%seenChunkLen, p)
+	}
 }
 
 // hash is id's hash in the table, never 0.
@@ -151,24 +190,92 @@ func (s *seenIDs) find(id string) (slot int, found bool) {
 			s.miss = idMiss{id: id, h: h, slot: i, valid: true}
 			return i, false
 		}
-		if sl.h == h && s.at(s.index(*sl)).id == id {
+		if sl.h == h && s.id(s.index(*sl)) == id {
 			return i, true
 		}
 	}
 }
 
+// chunk returns the chunk of the entry at index i of the chunks.
+func (s *seenIDs) chunk(i int) *seenChunk { return &s.chunks[i/seenChunkLen] }
+
 // at returns the entry at index i of the chunks.
-func (s *seenIDs) at(i int) *seenEntry { return &s.chunks[i/seenChunk][i%seenChunk] }
+func (s *seenIDs) at(i int) *seenEntry { return &s.chunks[i/seenChunkLen].entries[i%seenChunkLen] }
+
+// id returns the id of the entry at index i, a view of its chunk's text.
+func (s *seenIDs) id(i int) string {
+	c := s.chunk(i)
+	en := &c.entries[i%seenChunkLen]
+	return c.str(en.text, en.idLen)
+}
+
+// seenAt returns what the entry at index i keeps.
+func (s *seenIDs) seenAt(i int) seen {
+	c := s.chunk(i)
+	j := i % seenChunkLen
+	en := &c.entries[j]
+	at := en.text + int(en.idLen)
+	e := seen{key: c.str(at, en.keyLen), time: en.time, crc: en.crc}
+	if en.hasDecision {
+		at += int(en.keyLen)
+		end := at + int(en.decLen)
+		e.decision = c.text[at:end:end]
+	}
+	if c.pending != nil {
+		e.pending = c.pending[j]
+	}
+	return e
+}
+
+// set makes the entry at index i id's, keeping e: its bytes go at the end
+// of the chunk's text (an entry set again leaves its old bytes there).
+func (s *seenIDs) set(i int, id string, e seen) {
+	c := s.chunk(i)
+	j := i % seenChunkLen
+	at := len(c.text)
+	c.text = append(append(append(c.text, id...), e.key...), e.decision...)
+	c.entries[j] = seenEntry{time: e.time, text: at, idLen: uint32(len(id)), keyLen: uint32(len(e.key)),
+		decLen: uint32(len(e.decision)), crc: e.crc, hasDecision: e.decision != nil}
+	c.setPending(j, e.pending)
+}
+
+// str returns the n bytes of the text at at, as a string that aliases them.
+func (c *seenChunk) str(at int, n uint32) string {
+	if n == 0 {
+		return ""
+	}
+	return unsafe.String(&c.text[at], n)
+}
+
+// setPending keeps p as entry j's pending decision.
+func (c *seenChunk) setPending(j int, p *pendingDecision) {
+	if c.pending == nil {
+		if p == nil {
+			return
+		}
+		c.pending = make([]*pendingDecision, seenChunkLen)
+	}
+	c.pending[j] = p
+}
+
+// clearEntry empties the entry at index i (expired, or a hole).
+func (s *seenIDs) clearEntry(i int, en seenEntry) {
+	c := s.chunk(i)
+	c.entries[i%seenChunkLen] = en
+	c.setPending(i%seenChunkLen, nil)
+}
 
 // end is the index just past the last entry.
 func (s *seenIDs) end() int {
 	if len(s.chunks) == 0 {
 		return 0
 	}
-	return (len(s.chunks)-1)*seenChunk + len(s.chunks[len(s.chunks)-1])
+	return (len(s.chunks)-1)*seenChunkLen + len(s.chunks[len(s.chunks)-1].entries)
 }
 
-func (s *seenIDs) put(id string, e seen) {
+// put adds id, keeping e, and returns the id as the table keeps it: a view
+// of its text, which id need not outlive.
+func (s *seenIDs) put(id string, e seen) string {
 	pos := s.base + s.end()
 	var slot int
 	if m := s.miss; m.valid && m.id == id {
@@ -192,11 +299,18 @@ func (s *seenIDs) put(id string, e seen) {
 	if 4*s.n > 3*len(s.table) {
 		s.grow()
 	}
-	if n := len(s.chunks); n == 0 || len(s.chunks[n-1]) == seenChunk {
-		s.chunks = append(s.chunks, make([]seenEntry, 0, seenChunk))
+	if n := len(s.chunks); n == 0 || len(s.chunks[n-1].entries) == seenChunkLen {
+		text := 16 * seenChunkLen
+		if n > 0 {
+			text = len(s.chunks[n-1].text) // ids, keys and decisions are alike from chunk to chunk
+		}
+		s.chunks = append(s.chunks, seenChunk{entries: make([]seenEntry, 0, seenChunkLen), text: make([]byte, 0, text)})
 	}
-	last := &s.chunks[len(s.chunks)-1]
-	*last = append(*last, seenEntry{id: id, seen: e})
+	c := &s.chunks[len(s.chunks)-1]
+	c.entries = c.entries[:len(c.entries)+1]
+	i := s.end() - 1
+	s.set(i, id, e)
+	return s.id(i)
 }
 
 // grow doubles the table; slots keep their hashes, so ids are not hashed again.
@@ -260,9 +374,10 @@ func (s *seenIDs) expire(horizon int64) {
 			// the test below, without looking the id up.
 			break
 		}
+		id := s.id(s.head)
 		if en.hole {
 			// Names no id: nothing to expire.
-		} else if i, found := s.find(en.id); found {
+		} else if i, found := s.find(id); found {
 			// The id's current entry decides, as it would for any id put
 			// twice; for a live entry it is en itself.
 			cur := s.at(s.index(s.table[i]))
@@ -270,13 +385,13 @@ func (s *seenIDs) expire(horizon int64) {
 				break
 			}
 			if s.shared != nil {
-				s.shared.release(idKeyOf(en.id), s.owner)
+				s.shared.release(idKeyOf(id), s.owner)
 			}
 			if s.features != nil {
-				delete(s.features, en.id)
+				delete(s.features, id)
 			}
 			if s.journal != nil {
-				s.journal.add(idChange{kind: idRemove, stream: s.stream, id: en.id})
+				s.journal.add(idChange{kind: idRemove, stream: s.stream, id: id})
 			}
 			s.remove(i)
 			if cur != en && !cur.dead {
@@ -287,7 +402,7 @@ func (s *seenIDs) expire(horizon int64) {
 		if en.dead {
 			s.dead--
 		}
-		*en = seenEntry{}
+		s.clearEntry(s.head, seenEntry{})
 		s.head++
 	}
 	s.dropExpiredChunks()
@@ -303,11 +418,11 @@ func (s *seenIDs) reset() {
 
 // dropExpiredChunks drops the chunks whose entries have all expired.
 func (s *seenIDs) dropExpiredChunks() {
-	if n := s.head / seenChunk; n > 0 {
+	if n := s.head / seenChunkLen; n > 0 {
 		clear(s.chunks[:n])
 		s.chunks = s.chunks[n:]
-		s.base += n * seenChunk
-		s.head -= n * seenChunk
+		s.base += n * seenChunkLen
+		s.head -= n * seenChunkLen
 	}
 }
 
@@ -325,7 +440,8 @@ func (s *seenIDs) reserve(n int) {
 	clear(s.table) // see grow
 }
 
-// setFeatures keeps the features of an id the decision API decided.
+// setFeatures keeps a copy of the features of an id the decision API
+// decided; id is as the table keeps it (put).
 func (s *seenIDs) setFeatures(id string, features []byte) {
 	if len(features) == 0 {
 		return
@@ -333,7 +449,7 @@ func (s *seenIDs) setFeatures(id string, features []byte) {
 	if s.features == nil {
 		s.features = make(map[string][]byte)
 	}
-	s.features[id] = features
+	s.features[id] = bytes.Clone(features)
 }
 
 // allBefore reports whether every entry not expired yet has a time before
@@ -351,11 +467,11 @@ func (s *seenIDs) allBefore(horizon int64) bool {
 // current entry (what get returns): the order a snapshot lists them in.
 func (s *seenIDs) all(yield func(id string, e seen) bool) {
 	for i, end := s.head, s.end(); i < end; i++ {
-		en := s.at(i)
-		if en.hole {
+		if s.at(i).hole {
 			continue
 		}
-		if e, ok := s.get(en.id); ok && !yield(en.id, e) {
+		id := s.id(i)
+		if e, ok := s.get(id); ok && !yield(id, e) {
 			return
 		}
 	}
@@ -400,8 +516,9 @@ func newIDReplay(s *seenIDs) *idReplay {
 	if s.dead > 0 {
 		r.dead = make(map[string][]int)
 		for j, end := s.head, s.end(); j < end; j++ {
-			if en := s.at(j); en.dead {
-				r.dead[en.id] = append(r.dead[en.id], s.base+j)
+			if s.at(j).dead {
+				id := s.id(j)
+				r.dead[id] = append(r.dead[id], s.base+j)
 			}
 		}
 	}
@@ -410,11 +527,11 @@ func newIDReplay(s *seenIDs) *idReplay {
 
 func (r *idReplay) put(id string, e seen, features []byte) {
 	s := r.s
-	if cur := s.ref(id); cur != nil {
-		*cur = e
-	} else {
-		s.put(id, e) // the lookup that missed left its slot for put
+	kept, ok := s.replace(id, e)
+	if !ok {
+		kept = s.put(id, e) // the lookup that missed left its slot for put
 	}
+	id = kept
 	if len(features) > 0 {
 		s.setFeatures(id, features)
 	} else if s.features != nil {
@@ -428,14 +545,14 @@ func (r *idReplay) forget(id string) {
 	if !found {
 		return
 	}
-	s.hole(s.at(s.index(s.table[i])))
+	s.hole(s.index(s.table[i]))
 	s.remove(i)
 	if s.features != nil {
 		delete(s.features, id)
 	}
 	for _, pos := range r.dead[id] {
 		if j := pos - s.base; j >= s.head {
-			s.hole(s.at(j))
+			s.hole(j)
 		}
 	}
 	delete(r.dead, id)
@@ -451,16 +568,16 @@ func (r *idReplay) clear() {
 func (r *idReplay) done() {
 	s := r.s
 	for end := s.end(); s.head < end && s.at(s.head).hole; s.head++ {
-		*s.at(s.head) = seenEntry{}
+		s.clearEntry(s.head, seenEntry{})
 		s.dead--
 	}
 	s.dropExpiredChunks()
 }
 
-// hole turns en into a hole (seenEntry.hole).
-func (s *seenIDs) hole(en *seenEntry) {
-	if !en.dead {
+// hole turns the entry at index i into a hole (seenEntry.hole).
+func (s *seenIDs) hole(i int) {
+	if !s.at(i).dead {
 		s.dead++
 	}
-	*en = seenEntry{dead: true, hole: true}
+	s.clearEntry(i, seenEntry{dead: true, hole: true})
 }

@@ -59,8 +59,9 @@ func TestSeenIDsModel(t *testing.T) {
 				ref.put(id, e)
 			case op < 80:
 				id := fmt.Sprint("id", r.IntN(3000))
-				if e := s.ref(id); e != nil {
+				if e, ok := s.get(id); ok {
 					e.crc++
+					s.replace(id, e)
 					re := ref.byID[id]
 					re.crc++
 					ref.byID[id] = re
@@ -113,12 +114,11 @@ func TestIDReplay(t *testing.T) {
 	}
 	restore := func(t *testing.T, s *seenIDs, items []idItem) {
 		for _, it := range items {
-			en, features, err := decodeIDEntry(it.id, it.entry)
+			id, en, features, err := decodeIDEntry(it.id, it.entry)
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.put(en.id, en.seen)
-			s.setFeatures(en.id, features)
+			s.setFeatures(s.put(id, en), features)
 		}
 	}
 	held := func(s *seenIDs) []string {
@@ -159,11 +159,11 @@ func TestIDReplay(t *testing.T) {
 		for _, ch := range changes {
 			switch ch.kind {
 			case idPut:
-				en, features, err := decodeIDEntry(ch.id, ch.entry)
+				id, en, features, err := decodeIDEntry(ch.id, ch.entry)
 				if err != nil {
 					t.Fatal(err)
 				}
-				rp.put(en.id, en.seen, features)
+				rp.put(id, en, features)
 			case idRemove:
 				rp.forget(string(ch.id))
 			case idClear:

@@ -98,7 +98,7 @@ func (t *Task) Entity(key string, q service.EntityQuery) *service.Entity {
 		scanned := 0
 		for j := s.end() - 1; j >= s.head && scanned < maxDecisionScan && len(v.Decisions) < q.Decisions; j-- {
 			scanned++
-			id := s.at(j).id
+			id := s.id(j)
 			if e, ok := s.get(id); ok && e.key == key && e.pending == nil {
 				d, _, _, _ := t.lookup(si, id)
 				v.Decisions = append(v.Decisions, d)

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/vigil-cep/vigil/cep"
 	"github.com/vigil-cep/vigil/internal/codec"
@@ -682,9 +683,7 @@ func (t *Task) restorePending(pending []*pendingDecision, m *layoutMap) error {
 		p.stream = o.now
 		heap.Push(&t.due, p)
 		if s := t.seen[p.stream]; s != nil {
-			if e := s.ref(p.id); e != nil {
-				e.pending = p
-			}
+			s.setPending(p.id, p)
 		}
 	}
 	return nil
@@ -745,14 +744,14 @@ func (r *idRestore) reserve(mg *merged) {
 func (r *idRestore) putBase(section []byte) {
 	type decoded struct {
 		s        *seenIDs
-		en       seenEntry
+		id       string
+		en       seen
 		features []byte
 	}
 	var batch []decoded
 	put := func() {
 		for _, b := range batch {
-			b.s.put(b.en.id, b.en.seen)
-			b.s.setFeatures(b.en.id, b.features)
+			b.s.setFeatures(b.s.put(b.id, b.en), b.features)
 		}
 		batch = batch[:0]
 	}
@@ -761,13 +760,13 @@ func (r *idRestore) putBase(section []byte) {
 		if s == nil || r.err != nil {
 			return
 		}
-		en, features, err := decodeIDEntry(id, entry)
+		idv, en, features, err := decodeIDEntry(id, entry)
 		if err != nil {
 			r.err = err
 			return
 		}
-		s.prefetchSlot(en.id)
-		if batch = append(batch, decoded{s, en, features}); len(batch) == 16 {
+		s.prefetchSlot(idv)
+		if batch = append(batch, decoded{s, idv, en, features}); len(batch) == 16 {
 			put()
 		}
 	})
@@ -790,14 +789,14 @@ func (r *idRestore) replay(sections [][]byte) {
 			}
 			switch ch.kind {
 			case idPut:
-				en, features, err := decodeIDEntry(ch.id, ch.entry)
+				id, en, features, err := decodeIDEntry(ch.id, ch.entry)
 				if err != nil {
 					r.err = err
 					return
 				}
-				rp.put(en.id, en.seen, features)
+				rp.put(id, en, features)
 			case idRemove:
-				rp.forget(string(ch.id))
+				rp.forget(bytesView(ch.id))
 			case idClear:
 				rp.clear()
 			}
@@ -808,16 +807,22 @@ func (r *idRestore) replay(sections [][]byte) {
 	}
 }
 
-// decodeIDEntry decodes an id's entry (layout 2) and its features.
-func decodeIDEntry(id, entry []byte) (seenEntry, []byte, error) {
+// decodeIDEntry decodes an id's entry (layout 2) and its features, as views
+// of id and entry for a seenIDs to copy (put, setFeatures): a restore
+// allocates nothing per id beyond what the table keeps.
+func decodeIDEntry(id, entry []byte) (string, seen, []byte, error) {
 	ed := codec.NewDecoder(entry)
-	en := seenEntry{id: string(id), seen: seen{key: ed.String(), time: ed.Varint(), decision: ed.ByteSlice(), crc: uint32(ed.Uvarint())}}
-	features := ed.ByteSlice()
+	en := seen{key: bytesView(ed.StringBytes()), time: ed.Varint(), decision: ed.View(), crc: uint32(ed.Uvarint())}
+	features := ed.View()
 	if err := ed.Finish(); err != nil {
-		return seenEntry{}, nil, fmt.Errorf("task snapshot: id %q: %w", id, err)
+		return "", seen{}, nil, fmt.Errorf("task snapshot: id %q: %w", id, err)
 	}
-	return en, features, nil
+	return bytesView(id), en, features, nil
 }
+
+// bytesView returns b as a string that aliases it, for a caller that copies
+// or drops the string before b changes.
+func bytesView(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // decodeKeyRecord restores one key's record. The key's state in every
 // operator keeps key, one string.

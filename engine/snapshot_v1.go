@@ -132,7 +132,7 @@ func (t *Task) decodeFeatures(d *codec.Decoder, old []oldStream) {
 				if s.features == nil {
 					s.features = make(map[string][]byte)
 				}
-				s.features[s.at(s.index(s.table[slot])).id] = b
+				s.features[s.id(s.index(s.table[slot]))] = b
 			}
 		}
 	}

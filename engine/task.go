@@ -401,7 +401,6 @@ func (t *Task) process(rec *Record) {
 	}
 	in := t.wms.Input(stream.InputID{Stream: rec.Stream, Partition: rec.Partition}, st.Watermark)
 
-	var id string // rec.ID, owned: what the id table keeps
 	if rec.HasID {
 		ids := t.seen[rec.Stream]
 		if s, ok := ids.get(rec.ID); ok {
@@ -427,7 +426,6 @@ func (t *Task) process(rec *Record) {
 				return
 			}
 		}
-		id = strings.Clone(rec.ID)
 	}
 
 	ks := t.keyState(rec.Key, rec.keyHash)
@@ -449,7 +447,8 @@ func (t *Task) process(rec *Record) {
 	case st.Decide == rules.DecideWatermark && ts > t.wm && !rec.Now:
 		// Decided once the watermark passes ts (decideDue): the state it
 		// reads is then all of the input up to ts, whatever the arrival order.
-		pending = t.deferDecision(st, id, ks.key, ts, fields.AsMap())
+		// Its id is set below, as the id table keeps it.
+		pending = t.deferDecision(st, "", ks.key, ts, fields.AsMap())
 	default:
 		if b, ok := t.recalled(st, rec.ID, rec.HasID); ok {
 			t.stats.Decisions++
@@ -461,7 +460,10 @@ func (t *Task) process(rec *Record) {
 	}
 	if rec.HasID {
 		ids := t.seen[rec.Stream]
-		ids.put(id, seen{key: ks.key, time: ts, decision: stored, pending: pending, crc: BodyCRC(rec.Value)})
+		id := ids.put(rec.ID, seen{key: ks.key, time: ts, decision: stored, pending: pending, crc: BodyCRC(rec.Value)})
+		if pending != nil {
+			pending.id = id
+		}
 		if len(t.explain) > 0 { // the decision API's event: keep its features with its decision
 			if ids.features == nil {
 				ids.features = make(map[string][]byte)

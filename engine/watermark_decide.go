@@ -62,11 +62,12 @@ func (t *Task) decideDue(wm int64) {
 			stored = t.decide(st, p.id, ks, p.time, rules.MapFields(p.fields))
 		}
 		if s := t.seen[p.stream]; s != nil {
-			if e := s.ref(p.id); e != nil && e.pending == p {
+			if e, ok := s.get(p.id); ok && e.pending == p {
 				e.pending, e.decision = nil, stored
+				s.replace(p.id, e)
 				t.logID(p.stream, p.id)
 				for range p.repeats {
-					t.reemit(st, p.id, *e)
+					t.reemit(st, p.id, e)
 				}
 			}
 		}
