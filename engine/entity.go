@@ -56,9 +56,10 @@ func (t *Task) Entity(key string, q service.EntityQuery) *service.Entity {
 			// key has evicted them yet (see sweep).
 			since := horizon(t.wm, st.Retention)
 			vals := h.values(0, h.len(), st.HistoryFields)
+			past := h.past()
 			var evs []json.RawMessage
-			for j := h.len() - 1; j >= 0 && len(evs) < q.Limit && h.past[j].Time >= since; j-- {
-				p := &h.past[j]
+			for j := len(past) - 1; j >= 0 && len(evs) < q.Limit && past[j].Time >= since; j-- {
+				p := &past[j]
 				if q.Before != 0 && p.Time >= q.Before {
 					continue
 				}

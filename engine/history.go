@@ -3,6 +3,7 @@ package engine
 import (
 	"slices"
 	"sort"
+	"unsafe"
 
 	"github.com/vigil-cep/vigil/internal/codec"
 	"github.com/vigil-cep/vigil/rules"
@@ -19,12 +20,96 @@ import (
 // an expression that reads past events' fields, the entity view, a restore
 // under another ruleset version. So it stays encoded, in enc: every event's
 // entry as a checkpoint writes it (entry below), back to back in the order
-// of past. A history is then two pointer-free arrays for the collector to
-// skip rather than a row object per event to mark; a checkpoint copies enc
-// instead of encoding the rows again; a restore copies it after checking it.
+// of past. A checkpoint copies enc instead of encoding the rows again; a
+// restore copies it after checking it.
+//
+// Both are one block without pointers, b: a header (histHeader), room for
+// past, then enc to the end of b, whose capacity is room for more entries.
+// A history is then one object for the collector to mark and none to scan,
+// behind a 24-byte slice header in the key's state (docs/design.md
+// "Memory"); b is nil while it holds nothing.
 type history struct {
-	past []rules.Past
-	enc  []byte
+	b []byte
+}
+
+// histHeader starts a history's block.
+type histHeader struct {
+	n    uint32 // events held
+	room uint32 // events past has room for
+}
+
+const (
+	histHeaderSize = int(unsafe.Sizeof(histHeader{}))
+	pastSize       = int(unsafe.Sizeof(rules.Past{}))
+)
+
+// newHistBlock returns a history block that holds past and enc, with room
+// for room events (at least len(past)) and encCap bytes of entries (at
+// least len(enc)). It is allocated as words, so that past, which holds
+// 64-bit fields, is aligned.
+func newHistBlock(past []rules.Past, enc []byte, room, encCap int) []byte {
+	size := histHeaderSize + room*pastSize + encCap
+	words := make([]uint64, (size+7)/8)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), 8*len(words))
+	*header(b) = histHeader{n: uint32(len(past)), room: uint32(room)}
+	copy(unsafe.Slice((*rules.Past)(unsafe.Pointer(&b[histHeaderSize])), room), past)
+	return append(b[:histHeaderSize+room*pastSize], enc...)
+}
+
+// header returns the header of block b.
+func header(b []byte) *histHeader { return (*histHeader)(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// len is how many events it holds.
+func (h *history) len() int {
+	if h.b == nil {
+		return 0
+	}
+	return int(header(h.b).n)
+}
+
+// past returns the events' times and marks, in time order: a view of the
+// block, valid until the history next changes.
+func (h *history) past() []rules.Past {
+	if h.b == nil {
+		return nil
+	}
+	hd := header(h.b)
+	return unsafe.Slice((*rules.Past)(unsafe.Pointer(&h.b[histHeaderSize])), hd.room)[:hd.n]
+}
+
+// encStart is where enc starts in the block.
+func (h *history) encStart() int { return histHeaderSize + int(header(h.b).room)*pastSize }
+
+// enc returns the events' entries, in the order of past: a view of the
+// block, valid until the history next changes.
+func (h *history) enc() []byte {
+	if h.b == nil {
+		return nil
+	}
+	return h.b[h.encStart():]
+}
+
+// grow moves the history to a block with room for events more events and
+// encMore more bytes of entries, doubling what it had, or to a first block
+// of historyCap events (or events, when more) with encMore bytes for each.
+func (h *history) grow(events, encMore int) {
+	if h.b == nil {
+		room := max(historyCap, events)
+		h.b = newHistBlock(nil, nil, room, room*encMore)
+		return
+	}
+	past, enc := h.past(), h.enc()
+	room, encCap := cap(past), cap(enc)
+	if len(past)+events > room {
+		room = max(2*room, len(past)+events)
+	}
+	if len(enc)+encMore > encCap {
+		encCap = max(2*encCap, len(enc)+encMore)
+	}
+	if room == cap(past) && encCap == cap(enc) {
+		return
+	}
+	h.b = newHistBlock(past, enc, room, encCap)
 }
 
 // An entry is, in the notation of package state (u = Uvarint, s = Varint):
@@ -49,38 +134,53 @@ const historyCap = 4
 // historyValue encodes it, and its marks. Events mostly arrive in order, so
 // the search starts from the end.
 func (h *history) add(t int64, value []byte, m rules.Mark, errs []string) {
-	if cap(h.enc) == 0 {
-		// Room for historyCap entries like this one, as past has.
-		h.enc = make([]byte, 0, historyCap*(len(value)+16))
-	}
-	if i := h.place(t, m); i < h.len()-1 {
-		h.enc = slices.Insert(h.enc, h.offset(i), appendEntry(nil, t, value, m, errs)...)
-	} else {
-		h.enc = appendEntry(h.enc, t, value, m, errs)
-	}
+	n := entryLen(t, value, m, errs)
+	h.grow(1, n)
+	h.b = appendEntry(h.b, t, value, m, errs) // within the block: grow made room
+	h.insert(t, m, n)
 }
 
 // addEntry is add for an event whose entry is already encoded.
 func (h *history) addEntry(t int64, entry []byte, m rules.Mark) {
-	if i := h.place(t, m); i < h.len()-1 {
-		h.enc = slices.Insert(h.enc, h.offset(i), entry...)
-	} else {
-		h.enc = append(h.enc, entry...)
+	h.grow(1, len(entry))
+	h.b = append(h.b, entry...)
+	h.insert(t, m, len(entry))
+}
+
+// insert places an event whose entry, of n bytes, was just appended to enc
+// (past has room for it): its time and marks go in past, in time order, and
+// its entry moves to the same place in enc.
+func (h *history) insert(t int64, m rules.Mark, n int) {
+	hd := header(h.b)
+	past := h.past()[:hd.n+1]
+	i := int(hd.n)
+	for i > 0 && past[i-1].Time > t {
+		i--
+	}
+	copy(past[i+1:], past[i:])
+	past[i] = rules.Past{Time: t, Mark: m}
+	hd.n++
+	if i < int(hd.n)-1 {
+		// Out of order: move the entry from the end of enc to i's place,
+		// turning the bytes after that place in three reversals.
+		tail := h.enc()[h.offset(i):]
+		slices.Reverse(tail)
+		slices.Reverse(tail[:n])
+		slices.Reverse(tail[n:])
 	}
 }
 
-// place inserts an event's time and marks in past, keeping time order, and
-// returns its position; its entry goes in the same place in enc.
-func (h *history) place(t int64, m rules.Mark) int {
-	if cap(h.past) == 0 {
-		h.past = make([]rules.Past, 0, historyCap)
+// entryLen is the length of the entry appendEntry appends.
+func entryLen(t int64, value []byte, m rules.Mark, errs []string) int {
+	n := codec.VarintLen(t) + len(value) + codec.UvarintLen(m.Set) + codec.UvarintLen(m.Failed)
+	if errs == nil {
+		return n + 1
 	}
-	i := len(h.past)
-	for i > 0 && h.past[i-1].Time > t {
-		i--
+	n += codec.UvarintLen(uint64(len(errs) + 1))
+	for _, s := range errs {
+		n += codec.UvarintLen(uint64(len(s))) + len(s)
 	}
-	h.past = slices.Insert(h.past, i, rules.Past{Time: t, Mark: m})
-	return i
+	return n
 }
 
 // appendEntry appends an entry (above) to b.
@@ -128,11 +228,12 @@ func appendHistorySlots(e *codec.Encoder, keep []string, at []int, slots []any) 
 
 // offset returns where the ith entry starts in enc.
 func (h *history) offset(i int) int {
-	d := codec.NewDecoder(h.enc)
+	enc := h.enc()
+	d := codec.NewDecoder(enc)
 	for range i {
 		skipEntry(d)
 	}
-	return len(h.enc) - d.Len()
+	return len(enc) - d.Len()
 }
 
 // skipEntry reads past one entry. enc holds only entries add wrote or a
@@ -166,37 +267,41 @@ func readMarks(d *codec.Decoder) rules.Mark {
 	return mk
 }
 
-// len is how many events it holds.
-func (h *history) len() int { return len(h.past) }
-
 // evict drops events older than horizon, and the oldest beyond maxLen; it
 // returns how many it dropped for the cap (overflow, reported in stats).
 func (h *history) evict(horizon int64, maxLen int) (overflow int) {
-	n := sort.Search(len(h.past), func(i int) bool { return h.past[i].Time >= horizon })
-	if extra := len(h.past) - n - maxLen; extra > 0 {
+	past := h.past()
+	n := sort.Search(len(past), func(i int) bool { return past[i].Time >= horizon })
+	if extra := len(past) - n - maxLen; extra > 0 {
 		n += extra
 		overflow = extra
 	}
 	if n == 0 {
 		return 0
 	}
-	// Move the survivors to the front rather than reslicing: the arrays
-	// keep their capacity, so the next appends do not reallocate.
-	at := h.offset(n)
-	k := copy(h.past, h.past[n:])
-	h.past = h.past[:k]
-	h.enc = h.enc[:copy(h.enc, h.enc[at:])]
-	if cap(h.past) > 64 && k < cap(h.past)/4 {
-		h.past = slices.Clone(h.past) // release arrays sized for a burst
-		h.enc = slices.Clone(h.enc)
+	// Move the survivors to the front rather than reslicing: the block
+	// keeps its room, so the next adds do not reallocate.
+	enc, at := h.enc(), h.offset(n)
+	k := copy(past, past[n:])
+	header(h.b).n = uint32(k)
+	h.b = h.b[:h.encStart()+copy(enc, enc[at:])]
+	if cap(past) > 64 && k < cap(past)/4 {
+		h.shrink() // release a block sized for a burst
 	}
 	return overflow
 }
 
+// shrink moves the history to a block of exactly its size.
+func (h *history) shrink() {
+	past, enc := h.past(), h.enc()
+	h.b = newHistBlock(past, enc, len(past), len(enc))
+}
+
 // span returns the positions [lo, hi) of the events with time in [from, to].
 func (h *history) span(from, to int64) (lo, hi int) {
-	lo = sort.Search(len(h.past), func(i int) bool { return h.past[i].Time >= from })
-	hi = sort.Search(len(h.past), func(i int) bool { return h.past[i].Time > to })
+	past := h.past()
+	lo = sort.Search(len(past), func(i int) bool { return past[i].Time >= from })
+	hi = sort.Search(len(past), func(i int) bool { return past[i].Time > to })
 	return lo, max(lo, hi)
 }
 
@@ -207,13 +312,13 @@ func (h *history) between(from, to int64) []rules.Past {
 	if lo == hi {
 		return nil
 	}
-	return h.past[lo:hi:hi]
+	return h.past()[lo:hi:hi]
 }
 
 // failure returns the error of element predicate k on the ith event, whose
 // mark says it failed.
 func (h *history) failure(i, k int) string {
-	d := codec.NewDecoder(h.enc[h.offset(i):])
+	d := codec.NewDecoder(h.enc()[h.offset(i):])
 	d.Varint()
 	skipValue(d)
 	d.Uvarint() // set
@@ -232,7 +337,7 @@ func (h *history) values(lo, hi int, names []string) []any {
 	if lo >= hi {
 		return nil
 	}
-	d := codec.NewDecoder(h.enc[h.offset(lo):])
+	d := codec.NewDecoder(h.enc()[h.offset(lo):])
 	vs := make([]any, 0, hi-lo)
 	for range hi - lo {
 		d.Varint()

@@ -44,7 +44,7 @@ func TestHistory(t *testing.T) {
 		addV(t, &h, ev.t, ev.v, rules.Mark{Set: uint64(ev.t)}, nil)
 	}
 	var times []int64
-	for _, p := range h.past {
+	for _, p := range h.past() {
 		times = append(times, p.Time)
 	}
 	if diff := cmp.Diff([]int64{5, 10, 20, 30, 30}, times); diff != "" {
@@ -69,7 +69,7 @@ func TestHistory(t *testing.T) {
 			marks = append(marks, p.Mark.Set)
 		}
 		var want []uint64
-		for _, p := range h.past[lo:hi] {
+		for _, p := range h.past()[lo:hi] {
 			want = append(want, uint64(p.Time))
 		}
 		if !slices.Equal(marks, want) {
@@ -129,7 +129,7 @@ func TestHistoryEncoding(t *testing.T) {
 		for _, ev := range model {
 			addV(t, &want, ev.t, ev.v, ev.m, ev.errs)
 		}
-		if !bytes.Equal(h.enc, want.enc) || len(h.past) != len(want.past) {
+		if !bytes.Equal(h.enc(), want.enc()) || len(h.past()) != len(want.past()) {
 			t.Fatalf("step %d: entries differ from a history built in order", step)
 		}
 		for i, ev := range model {
@@ -137,14 +137,25 @@ func TestHistoryEncoding(t *testing.T) {
 				t.Fatalf("step %d: failure(%d, 1) = %q, want %q", step, i, h.failure(i, 1), ev.errs[1])
 			}
 		}
-		var restored history
-		d := codec.NewDecoder(h.enc)
-		restored.restore(d, h.len(), histNames, 0)
+		var restored, twice history
+		d := codec.NewDecoder(h.enc())
+		scratch := restored.restore(d, h.len(), histNames, 0, nil)
 		if err := d.Finish(); err != nil {
 			t.Fatalf("step %d: restore: %v", step, err)
 		}
-		if !bytes.Equal(restored.enc, h.enc) || !slices.Equal(restored.past, h.past) {
+		if !bytes.Equal(restored.enc(), h.enc()) || !slices.Equal(restored.past(), h.past()) {
 			t.Fatalf("step %d: restored history differs", step)
+		}
+		// In two parts: the second is added to the events of the first.
+		k := rng.IntN(h.len() + 1)
+		d = codec.NewDecoder(h.enc())
+		scratch = twice.restore(d, k, histNames, 0, scratch)
+		twice.restore(d, h.len()-k, histNames, 0, scratch)
+		if err := d.Finish(); err != nil {
+			t.Fatalf("step %d: restore in two parts: %v", step, err)
+		}
+		if !bytes.Equal(twice.enc(), h.enc()) || !slices.Equal(twice.past(), h.past()) {
+			t.Fatalf("step %d: history restored in two parts (%d, then %d) differs", step, k, h.len()-k)
 		}
 	}
 	// Entries out of time order (not written so, but readable): placed.
@@ -158,14 +169,14 @@ func TestHistoryEncoding(t *testing.T) {
 	}
 	var got, want history
 	d := codec.NewDecoder(shuffled.Bytes())
-	got.restore(d, len(all), histNames, -1)
+	got.restore(d, len(all), histNames, -1, nil)
 	if err := d.Finish(); err != nil {
 		t.Fatal(err)
 	}
 	for _, ev := range all {
 		addV(t, &want, ev.t, ev.v, ev.m, nil)
 	}
-	if !bytes.Equal(got.enc, want.enc) || !slices.Equal(got.past, want.past) {
+	if !bytes.Equal(got.enc(), want.enc()) || !slices.Equal(got.past(), want.past()) {
 		t.Fatal("entries out of order: restored history differs from one built by add")
 	}
 }

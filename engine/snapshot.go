@@ -400,7 +400,7 @@ func (t *Task) encodeHistories(e *codec.Encoder, ks *keyState) {
 		}
 		e.Int(i)
 		e.Int(h.len())
-		e.Raw(h.enc) // its entries, as history keeps them
+		e.Raw(h.enc()) // its entries, as history keeps them
 	}
 }
 
@@ -903,7 +903,7 @@ func (t *Task) decodeHistories(d *codec.Decoder, key string, m *layoutMap) {
 				readEntry(d, o.fields, -1)
 			}
 		case m.same:
-			h.restore(d, n, o.fields, slices.Index(o.fields, t.rs.Streams[o.now].InlineField()))
+			t.pastScratch = h.restore(d, n, o.fields, slices.Index(o.fields, t.rs.Streams[o.now].InlineField()), t.pastScratch)
 		default:
 			t.reproject(d, n, h, o)
 		}
@@ -915,45 +915,42 @@ func (t *Task) decodeHistories(d *codec.Decoder, key string, m *layoutMap) {
 // time order, so its entries are mostly copied in one piece. inline is the
 // position of the stream's inline field among its history fields (-1:
 // none), whose value the marks keep (Mark.Inline), as when the event came.
-func (h *history) restore(d *codec.Decoder, n int, fields []string, inline int) {
+// The entries' times and marks are read into scratch first, which restore
+// returns for the next history.
+func (h *history) restore(d *codec.Decoder, n int, fields []string, inline int, scratch []rules.Past) []rules.Past {
 	if n == 0 {
-		return
+		return scratch
 	}
-	all, base := d.Remaining(), h.len()
-	if cap(h.past) == 0 {
-		// Exactly its size, as enc below: most restored keys get no other
-		// event before their history expires (a new key starts with room
-		// for historyCap, as it is about to get more).
-		h.past = make([]rules.Past, 0, n)
-	}
+	all := d.Remaining()
+	past := scratch[:0]
 	sorted := true
 	for range n {
 		ts, mk := readEntry(d, fields, inline)
-		if k := h.len(); k > base && h.past[k-1].Time > ts {
+		if k := len(past); k > 0 && past[k-1].Time > ts {
 			sorted = false
 		}
-		h.past = append(h.past, rules.Past{Time: ts, Mark: mk})
+		past = append(past, rules.Past{Time: ts, Mark: mk})
 	}
 	if d.Err() != nil {
-		return
+		return past
 	}
 	entries := all[:len(all)-d.Len()]
-	if sorted && (base == 0 || h.past[base-1].Time <= h.past[base].Time) {
-		if h.enc == nil {
-			h.enc = slices.Clone(entries) // exactly its size
-		} else {
-			h.enc = append(h.enc, entries...)
-		}
-		return
+	if sorted && h.b == nil {
+		// Exactly its size: most restored keys get no other event before
+		// their history expires (a new key starts with room for
+		// historyCap, as it is about to get more).
+		h.b = newHistBlock(past, entries, n, len(entries))
+		return past
 	}
-	// Out of order (never written so): placed one by one.
-	h.past = h.past[:base]
+	// Out of order (never written so), or after events it holds: placed
+	// one by one.
 	e := codec.NewDecoder(entries)
 	for range n {
 		start := e.Remaining()
 		ts, mk := readEntry(e, fields, inline)
 		h.addEntry(ts, start[:len(start)-e.Len()], mk)
 	}
+	return past
 }
 
 // reproject adds n entries read from d, written under another ruleset

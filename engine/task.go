@@ -134,6 +134,7 @@ type Task struct {
 	maxRetain   int64 // the longest stream retention: when a key's every event has expired
 
 	buf          []byte
+	pastScratch  []rules.Past // a restore's, for each history (history.restore)
 	hits         []hit
 	stats        Stats
 	recall       map[recallKey][]byte      // decisions emitted before a restore (Recall)
@@ -865,11 +866,11 @@ const maxPrefetchPast = 16
 // prefetchParts starts loading what an event of st reads of ks's state.
 func (t *Task) prefetchParts(ks *keyState, st *rules.Stream) {
 	if st.Retention > 0 && st.Index < keyStreams {
-		if h := &ks.own[st.Index]; len(h.past) > 0 {
+		if past := ks.own[st.Index].past(); len(past) > 0 {
 			// All of it, up to a point: eviction searches it, and
 			// history() reads its tail.
-			n := min(len(h.past), maxPrefetchPast)
-			prefetch.Range(unsafe.Pointer(&h.past[len(h.past)-n]), uintptr(n)*unsafe.Sizeof(h.past[0]))
+			n := min(len(past), maxPrefetchPast)
+			prefetch.Range(unsafe.Pointer(&past[len(past)-n]), uintptr(n)*unsafe.Sizeof(past[0]))
 		}
 	}
 	for _, w := range st.Windows {

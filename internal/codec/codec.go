@@ -193,7 +193,7 @@ func (d *Decoder) Uvarint() uint64 {
 		return 0
 	}
 	u, n := binary.Uvarint(d.b)
-	if n <= 0 || n != uvarintLen(u) {
+	if n <= 0 || n != UvarintLen(u) {
 		d.Fail("bad varint")
 		return 0
 	}
@@ -201,10 +201,14 @@ func (d *Decoder) Uvarint() uint64 {
 	return u
 }
 
-// uvarintLen is the length of u's canonical (shortest) varint, which
-// binary.AppendUvarint writes: computed rather than encoded, since encoding
-// it allocated on every read (a tenth of a restore's time).
-func uvarintLen(u uint64) int { return (bits.Len64(u|1) + 6) / 7 }
+// UvarintLen is the length of u's canonical (shortest) varint, which
+// binary.AppendUvarint (Encoder.Uvarint) writes: computed rather than
+// encoded, since encoding it allocated on every read (a tenth of a
+// restore's time).
+func UvarintLen(u uint64) int { return (bits.Len64(u|1) + 6) / 7 }
+
+// VarintLen is the length of v as Encoder.Varint writes it.
+func VarintLen(v int64) int { return UvarintLen(uint64(v)<<1 ^ uint64(v>>63)) }
 
 // Varint reads a zigzag varint.
 func (d *Decoder) Varint() int64 {
@@ -212,7 +216,7 @@ func (d *Decoder) Varint() int64 {
 		return 0
 	}
 	v, n := binary.Varint(d.b)
-	if n <= 0 || n != uvarintLen(uint64(v)<<1^uint64(v>>63)) {
+	if n <= 0 || n != VarintLen(v) {
 		d.Fail("bad varint")
 		return 0
 	}

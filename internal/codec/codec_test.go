@@ -139,16 +139,16 @@ func FuzzDecodeValue(f *testing.F) {
 }
 
 // TestUvarintLen: the computed length is AppendUvarint's, at every length
-// boundary, and Varint's zigzag mapping too.
+// boundary, and VarintLen for Varint's zigzag mapping too.
 func TestUvarintLen(t *testing.T) {
 	for shift := range 64 {
 		for _, u := range []uint64{1<<shift - 1, 1 << shift, 1<<shift + 1} {
-			if got, want := uvarintLen(u), len(binary.AppendUvarint(nil, u)); got != want {
-				t.Errorf("uvarintLen(%d) = %d, want %d", u, got, want)
+			if got, want := UvarintLen(u), len(binary.AppendUvarint(nil, u)); got != want {
+				t.Errorf("UvarintLen(%d) = %d, want %d", u, got, want)
 			}
 			v := int64(u)
-			if got, want := uvarintLen(uint64(v)<<1^uint64(v>>63)), len(binary.AppendVarint(nil, v)); got != want {
-				t.Errorf("zigzag length of %d = %d, want %d", v, got, want)
+			if got, want := VarintLen(v), len(binary.AppendVarint(nil, v)); got != want {
+				t.Errorf("VarintLen(%d) = %d, want %d", v, got, want)
 			}
 		}
 	}
