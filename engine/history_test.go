@@ -180,3 +180,27 @@ func TestHistoryEncoding(t *testing.T) {
 		t.Fatal("entries out of order: restored history differs from one built by add")
 	}
 }
+
+// TestEntryLen: entryLen is the length appendEntry writes, which add relies
+// on to append within the block (a shorter one would move it unseen).
+func TestEntryLen(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		ts := rng.Int64() >> rng.IntN(64)
+		if rng.IntN(2) == 0 {
+			ts = -ts
+		}
+		value := make([]byte, rng.IntN(300))
+		m := rules.Mark{Set: rng.Uint64() >> rng.IntN(64), Failed: rng.Uint64() >> rng.IntN(64)}
+		var errs []string
+		if rng.IntN(3) == 0 {
+			errs = []string{}
+			for range rng.IntN(4) {
+				errs = append(errs, string(make([]byte, rng.IntN(200))))
+			}
+		}
+		if got, want := entryLen(ts, value, m, errs), len(appendEntry(nil, ts, value, m, errs)); got != want {
+			t.Fatalf("entryLen(%d, %d bytes, %+v, %d errors) = %d, want %d", ts, len(value), m, len(errs), got, want)
+		}
+	}
+}
