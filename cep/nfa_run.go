@@ -93,8 +93,15 @@ func (c *partialCtx) Events(step int) []*Event {
 
 // NewState returns an empty state for one key.
 func (n *NFA) NewState() *State {
-	return &State{nfa: n, cur: -1}
+	s := new(State)
+	n.InitState(s)
+	return s
 }
+
+// InitState makes *s an empty state for one key, for a caller that keeps
+// States by value, inside its own per-key state: one allocation per key
+// fewer. A State must not be copied once used.
+func (n *NFA) InitState(s *State) { *s = State{nfa: n, cur: -1} }
 
 // Process feeds the next event of this key. Callers feed events in time order,
 // ties in Seq order; (Time, Seq) is the order cep sorts events by (FlinkCEP's

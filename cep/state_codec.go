@@ -217,9 +217,20 @@ func entryOrder(entries []entry, runs []run) (order, index []int32) {
 // DecodeState reads one State and leaves the bytes after it: the caller
 // calls d.Finish (or reads on) and must check d.Err before using the State.
 func (n *NFA) DecodeState(d *codec.Decoder, dec func(d *codec.Decoder) any) *State {
+	s := new(State)
+	if !n.DecodeStateInto(s, d, dec) {
+		return nil
+	}
+	return s
+}
+
+// DecodeStateInto is DecodeState into *s, for a caller that keeps States by
+// value (InitState). It reports whether d has no error; *s is then the
+// State read, and otherwise unchanged.
+func (n *NFA) DecodeStateInto(s *State, d *codec.Decoder, dec func(d *codec.Decoder) any) bool {
 	r := stateReader{nfa: n, d: d}
 	if !r.readHeader() || !r.readDropped() {
-		return nil
+		return false
 	}
 	// The event table and the branch roots are scratch, made here rather
 	// than kept in r: escape analysis does not tell r's fields apart, so
@@ -229,7 +240,7 @@ func (n *NFA) DecodeState(d *codec.Decoder, dec func(d *codec.Decoder) any) *Sta
 	// A time and a seq take a byte each at least.
 	events := eventRefs{table: make([]*Event, d.Count(2))}
 	if !r.readEvents(events.table, dec) || !r.readSlots(&events) || !r.readEntries() {
-		return nil
+		return false
 	}
 	root := branchRoots(r.entries, make([]int32, len(r.entries)))
 	ok := r.readRuns(root) &&
@@ -239,14 +250,14 @@ func (n *NFA) DecodeState(d *codec.Decoder, dec func(d *codec.Decoder) any) *Sta
 		r.checkHeldBlocked() &&
 		r.checkEventsReferred(&events)
 	if !ok {
-		return nil
+		return false
 	}
-	s := n.NewState()
+	n.InitState(s)
 	s.buf = buffer{entries: r.entries, events: r.slots, live: len(r.slots)}
 	s.runs = r.runs
 	s.held = r.held
 	s.dropped = r.dropped
-	return s
+	return true
 }
 
 // stateReader is one DecodeState call. It reads the sections in the order

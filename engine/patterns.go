@@ -28,7 +28,7 @@ type patternOp struct {
 // patternKey is one key's NFA state and its event-time buffer.
 type patternKey struct {
 	key   string
-	state *cep.State
+	state cep.State    // kept here, not behind a pointer: one object per key
 	buf   []*cep.Event // event-time ordering: events above the watermark, by (time, seq)
 	clock int64        // the NFA's time: never goes back
 	due   int64        // the time this key is queued at in due, or MaxTime
@@ -38,7 +38,8 @@ type patternKey struct {
 func (op *patternOp) keyState(key string) *patternKey {
 	pk, ok := op.keys[key]
 	if !ok {
-		pk = &patternKey{key: key, state: op.nfa.NewState(), clock: stream.MinTime, due: stream.MaxTime, live: true}
+		pk = &patternKey{key: key, clock: stream.MinTime, due: stream.MaxTime, live: true}
+		op.nfa.InitState(&pk.state)
 		op.keys[key] = pk
 	}
 	return pk

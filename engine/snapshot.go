@@ -1014,9 +1014,9 @@ func (t *Task) decodePatternKey(d *codec.Decoder, op *patternOp, key string) err
 	}
 	pk.buf = buf
 	// The state decoded, not one made new (keyState) and then replaced.
-	pk.state = op.nfa.DecodeState(d, decodeEvent)
-	if d.Err() != nil {
-		return d.Err()
+	ok := op.nfa.DecodeStateInto(&pk.state, d, decodeEvent)
+	if err := d.Err(); err != nil || !ok {
+		return cmp.Or(err, fmt.Errorf("%w: pattern state of key %q", codec.ErrCorrupt, key))
 	}
 	op.keys[key] = pk
 	if due != stream.MaxTime {
