@@ -44,9 +44,9 @@ const (
 )
 
 // newHistBlock returns a history block that holds past and enc, with room
-// for room events (at least len(past)) and encCap bytes of entries (at
-// least len(enc)). It is allocated as words, so that past, which holds
-// 64-bit fields, is aligned.
+// for room events (at least len(past), and at least one: a block's past
+// starts inside it) and encCap bytes of entries (at least len(enc)). It is
+// allocated as words, so that past, which holds 64-bit fields, is aligned.
 func newHistBlock(past []rules.Past, enc []byte, room, encCap int) []byte {
 	size := histHeaderSize + room*pastSize + encCap
 	words := make([]uint64, (size+7)/8)
@@ -291,9 +291,14 @@ func (h *history) evict(horizon int64, maxLen int) (overflow int) {
 	return overflow
 }
 
-// shrink moves the history to a block of exactly its size.
+// shrink moves the history to a block of exactly its size, or to none when
+// it holds no event.
 func (h *history) shrink() {
 	past, enc := h.past(), h.enc()
+	if len(past) == 0 {
+		h.b = nil
+		return
+	}
 	h.b = newHistBlock(past, enc, len(past), len(enc))
 }
 

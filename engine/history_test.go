@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -201,6 +202,32 @@ func TestEntryLen(t *testing.T) {
 		}
 		if got, want := entryLen(ts, value, m, errs), len(appendEntry(nil, ts, value, m, errs)); got != want {
 			t.Fatalf("entryLen(%d, %d bytes, %+v, %d errors) = %d, want %d", ts, len(value), m, len(errs), got, want)
+		}
+	}
+}
+
+// TestHistoryBurst: a history that grew for a burst gives its block back
+// when eviction leaves it a quarter full or less, whole when it leaves none,
+// and takes events again after.
+func TestHistoryBurst(t *testing.T) {
+	var h history
+	for round := range 3 {
+		for i := range 200 {
+			addV(t, &h, int64(1000*round+i), fmt.Sprint(i), rules.Mark{}, nil)
+		}
+		h.evict(int64(1000*round+190), 1000)
+		if h.len() != 10 || cap(h.past()) != 10 {
+			t.Fatalf("round %d: after evicting all but 10 of 200: %d held, room for %d; want 10 and 10", round, h.len(), cap(h.past()))
+		}
+		if got := valuesOf(&h, 0, 2); !slices.Equal(got, []any{"190", "191"}) {
+			t.Fatalf("round %d: values %v after the shrink, want [190 191]", round, got)
+		}
+		for i := range 100 {
+			addV(t, &h, int64(1000*round+200+i), fmt.Sprint(i), rules.Mark{}, nil)
+		}
+		h.evict(int64(1000*round+999), 1000)
+		if h.len() != 0 || h.b != nil {
+			t.Fatalf("round %d: after evicting every event: %d held, block %d bytes; want none", round, h.len(), len(h.b))
 		}
 	}
 }
