@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/vigil-cep/vigil/internal/codec"
+	"github.com/vigil-cep/vigil/internal/prefetch"
 	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/stream"
 )
@@ -75,6 +76,20 @@ func (h *history) past() []rules.Past {
 	}
 	hd := header(h.b)
 	return unsafe.Slice((*rules.Past)(unsafe.Pointer(&h.b[histHeaderSize])), hd.room)[:hd.n]
+}
+
+// maxPrefetchPast is how many events' times and marks prefetch loads.
+const maxPrefetchPast = 16
+
+// prefetch starts loading the start of the block: its header and the times
+// and marks of its first maxPrefetchPast events (all of them, for most
+// keys), which eviction searches and history() reads. It reads only the
+// slice header, in the key's state: reading the block's header to find the
+// last events would wait for the very load it is to start.
+func (h *history) prefetch() {
+	if n := min(len(h.b), histHeaderSize+maxPrefetchPast*pastSize); n > 0 {
+		prefetch.Range(unsafe.Pointer(unsafe.SliceData(h.b)), uintptr(n))
+	}
 }
 
 // encStart is where enc starts in the block.

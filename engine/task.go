@@ -860,19 +860,10 @@ func lookable(rec *Record) *Record {
 	return nil
 }
 
-// maxPrefetchPast is how many of a history's latest events prefetchParts
-// loads.
-const maxPrefetchPast = 16
-
 // prefetchParts starts loading what an event of st reads of ks's state.
 func (t *Task) prefetchParts(ks *keyState, st *rules.Stream) {
 	if st.Retention > 0 && st.Index < keyStreams {
-		if past := ks.own[st.Index].past(); len(past) > 0 {
-			// All of it, up to a point: eviction searches it, and
-			// history() reads its tail.
-			n := min(len(past), maxPrefetchPast)
-			prefetch.Range(unsafe.Pointer(&past[len(past)-n]), uintptr(n)*unsafe.Sizeof(past[0]))
-		}
+		ks.own[st.Index].prefetch()
 	}
 	for _, w := range st.Windows {
 		if w < keyWindows {
