@@ -62,9 +62,7 @@ func (t *Task) decideDue(wm int64) {
 			stored = t.decide(st, p.id, ks, p.time, rules.MapFields(p.fields))
 		}
 		if s := t.seen[p.stream]; s != nil {
-			if e, ok := s.get(p.id); ok && e.pending == p {
-				e.pending, e.decision = nil, stored
-				s.replace(p.id, e)
+			if e, ok := s.settle(p.id, p, stored); ok {
 				t.logID(p.stream, p.id)
 				for range p.repeats {
 					t.reemit(st, p.id, e)
