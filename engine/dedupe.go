@@ -549,11 +549,10 @@ func (r *idReplay) put(id string, e seen, features []byte) {
 	if !ok {
 		kept = s.put(id, e) // the lookup that missed left its slot for put
 	}
-	id = kept
 	if len(features) > 0 {
-		s.setFeatures(id, features)
+		s.setFeatures(kept, features)
 	} else if s.features != nil {
-		delete(s.features, id)
+		delete(s.features, kept)
 	}
 }
 

@@ -53,12 +53,17 @@ func newHistBlock(past []rules.Past, enc []byte, room, encCap int) []byte {
 	words := make([]uint64, (size+7)/8)
 	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), 8*len(words))
 	*header(b) = histHeader{n: uint32(len(past)), room: uint32(room)}
-	copy(unsafe.Slice((*rules.Past)(unsafe.Pointer(&b[histHeaderSize])), room), past)
+	copy(pastRoom(b), past)
 	return append(b[:histHeaderSize+room*pastSize], enc...)
 }
 
 // header returns the header of block b.
 func header(b []byte) *histHeader { return (*histHeader)(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// pastRoom returns block b's room for past, all of it.
+func pastRoom(b []byte) []rules.Past {
+	return unsafe.Slice((*rules.Past)(unsafe.Pointer(&b[histHeaderSize])), header(b).room)
+}
 
 // len is how many events it holds.
 func (h *history) len() int {
@@ -74,8 +79,7 @@ func (h *history) past() []rules.Past {
 	if h.b == nil {
 		return nil
 	}
-	hd := header(h.b)
-	return unsafe.Slice((*rules.Past)(unsafe.Pointer(&h.b[histHeaderSize])), hd.room)[:hd.n]
+	return pastRoom(h.b)[:header(h.b).n]
 }
 
 // maxPrefetchPast is how many events' times and marks prefetch loads.
