@@ -69,6 +69,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"replay", "--bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"validate"}, 2, "Usage: vigil validate [--max-record-bytes N] RULES.yaml"},
 		{[]string{"gen", "--users", "-1"}, 1, "Users must not be negative"},
+		{[]string{"serve", "--heap-ratio", "0.5"}, 1, "--heap-ratio 0.5: give 0 (off) or a multiple above 1"},
 	}
 	for _, tt := range tests {
 		code, out, errOut := runCLI(t, tt.args...)

@@ -53,41 +53,49 @@ func GCPercent(percent int) (restore func()) {
 // keys over four tasks restored in 8.0 s with the collector at GOGC 400, in
 // 4.6 s without; docs/performance.md). The soft memory limit still holds,
 // and the collector runs as it must near it; a process without one gets
-// MemoryLimit's for the pause, so that nothing grows unbounded. Pauses may
-// overlap (tasks restored by two rebalances at once).
+// MemoryLimit's for the pause, so that nothing grows unbounded. While
+// HeapLimit runs, the pause holds the limit at HeapLimit's ceiling: a limit
+// proportional to the live heap before a restore would collect the state
+// the restore builds several times over. Pauses may overlap (tasks restored
+// by two rebalances at once).
 func Pause() (resume func()) {
 	if os.Getenv("GOGC") != "" {
 		return func() {}
 	}
-	paused.Lock()
-	defer paused.Unlock()
-	if paused.n == 0 {
-		paused.percent = debug.SetGCPercent(-1)
-		paused.limit = debug.SetMemoryLimit(-1)
-		if avail := Available(); paused.limit == math.MaxInt64 && avail > 0 {
+	ctl.Lock()
+	defer ctl.Unlock()
+	if ctl.pauses == 0 {
+		ctl.percent = debug.SetGCPercent(-1)
+		ctl.limit = debug.SetMemoryLimit(-1)
+		switch avail := Available(); {
+		case ctl.ceiling > 0:
+			debug.SetMemoryLimit(ctl.ceiling)
+		case ctl.limit == math.MaxInt64 && avail > 0:
 			debug.SetMemoryLimit(avail / 4 * 3)
 		}
 	}
-	paused.n++
+	ctl.pauses++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			paused.Lock()
-			defer paused.Unlock()
-			if paused.n--; paused.n == 0 {
-				debug.SetMemoryLimit(paused.limit)
-				debug.SetGCPercent(paused.percent)
+			ctl.Lock()
+			defer ctl.Unlock()
+			if ctl.pauses--; ctl.pauses == 0 {
+				debug.SetMemoryLimit(ctl.limit)
+				debug.SetGCPercent(ctl.percent)
 			}
 		})
 	}
 }
 
-// paused is what Pause changed, while n pauses are on.
-var paused struct {
+// ctl is what Pause and HeapLimit share: the settings from before the
+// pauses, while pauses are on, and HeapLimit's ceiling while it runs.
+var ctl struct {
 	sync.Mutex
-	n       int
-	percent int
-	limit   int64
+	pauses  int
+	percent int   // GOGC before the first pause
+	limit   int64 // the soft memory limit before the first pause
+	ceiling int64 // HeapLimit's, while it runs; 0 when it does not
 }
 
 // MemoryLimit sets a soft memory limit of three quarters of Available unless
@@ -203,6 +211,11 @@ func memTotal(fsys fs.FS) int64 {
 
 // Heap-proportional limit (HeapLimit).
 const (
+	// ServeHeapRatio is vigil serve's default --heap-ratio: RSS under twice
+	// the state. At 1M users it held RSS at 1.7 times the live heap instead
+	// of 3.7, for a decision tail within the run-to-run noise of the same
+	// runs by GOGC alone (docs/performance.md, "memory by default").
+	ServeHeapRatio = 1.9
 	// ServeHeapFloor is vigil serve's floor of HeapLimit (--heap-ratio): under it
 	// the heap is small, and GOGC alone governs, for the CPU it saves.
 	ServeHeapFloor = 512 << 20
@@ -219,32 +232,36 @@ const (
 // as GOGC 100 would once the state is large, and GOGC's saving stays for the
 // small heaps. The limit moves with the live heap, so it never holds the
 // collector to a heap the state has outgrown (the death spiral of a fixed
-// limit set too low).
+// limit set too low). While a Pause is on, it leaves the limit to the pause.
 //
-// It is vigil serve's --heap-ratio, off by default: at 1M users (1.2 GB
-// live) a ratio of 1.9 kept RSS at 1.7 times the live heap instead of 3.6,
-// and raised the decision API's p99 from about 26 ms to 120-220 ms, the
-// collector marking the state several times as often (docs/performance.md).
+// It is vigil serve's --heap-ratio (ServeHeapRatio by default): see there
+// for what it costs.
 func HeapLimit(ratio float64, floor int64) (stop func()) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}
 	}
+	ctl.Lock()
 	ceiling := debug.SetMemoryLimit(-1)
+	if ctl.pauses > 0 {
+		ceiling = ctl.limit // the pause's own limit is not the one to keep
+	}
+	ctl.ceiling = ceiling
+	ctl.Unlock()
 	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)
 		tick := time.NewTicker(heapPoll)
 		defer tick.Stop()
 		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-		var set int64
 		for {
 			metrics.Read(sample)
 			if sample[0].Value.Kind() == metrics.KindUint64 {
-				live := int64(sample[0].Value.Uint64())
-				if l := limitFor(live, ratio, floor, ceiling); l != set {
+				l := limitFor(int64(sample[0].Value.Uint64()), ratio, floor, ceiling)
+				ctl.Lock()
+				if ctl.pauses == 0 && debug.SetMemoryLimit(-1) != l {
 					debug.SetMemoryLimit(l)
-					set = l
 				}
+				ctl.Unlock()
 			}
 			select {
 			case <-done:
@@ -256,6 +273,13 @@ func HeapLimit(ratio float64, floor int64) (stop func()) {
 	return func() {
 		close(done)
 		<-exited
+		ctl.Lock()
+		defer ctl.Unlock()
+		ctl.ceiling = 0
+		if ctl.pauses > 0 {
+			ctl.limit = ceiling // what the last resume puts back
+			return
+		}
 		debug.SetMemoryLimit(ceiling)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"testing"
 	"testing/fstest"
+	"testing/synctest"
 	"time"
 )
 
@@ -185,5 +186,41 @@ func TestPause(t *testing.T) {
 	Pause()()
 	if got := percent(); got != ServeGOGC {
 		t.Errorf("with GOGC set, Pause moved it to %d", got)
+	}
+}
+
+// TestPauseWithHeapLimit: a pause holds the limit at HeapLimit's ceiling, so
+// that a restore is not collected against the live heap from before it, and
+// HeapLimit takes the limit back once the pause ends.
+func TestPauseWithHeapLimit(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv("GOGC", "")
+	const mib = 1 << 20
+	defer debug.SetGCPercent(debug.SetGCPercent(ServeGOGC))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(4096 * mib))
+	synctest.Test(t, func(t *testing.T) {
+		stop := HeapLimit(2, 16*mib)
+		defer stop()
+		// settle lets HeapLimit poll a few times after a collection.
+		settle := func() int64 {
+			runtime.GC()
+			time.Sleep(3 * heapPoll)
+			synctest.Wait()
+			return debug.SetMemoryLimit(-1)
+		}
+		if l := settle(); l >= 256*mib {
+			t.Fatalf("before the pause: the limit is %d MiB, want HeapLimit's (under 256)", l/mib)
+		}
+		resume := Pause()
+		if l := settle(); l != 4096*mib {
+			t.Fatalf("paused: the limit is %d MiB, want HeapLimit's ceiling (4096)", l/mib)
+		}
+		resume()
+		if l := settle(); l >= 256*mib {
+			t.Fatalf("resumed: the limit is %d MiB, want HeapLimit's again (under 256)", l/mib)
+		}
+	})
+	if l := debug.SetMemoryLimit(-1); l != 4096*mib {
+		t.Errorf("after stop: %d MiB, want the limit before (4096)", l/mib)
 	}
 }
