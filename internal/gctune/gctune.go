@@ -212,8 +212,8 @@ func memTotal(fsys fs.FS) int64 {
 // Heap-proportional limit (HeapLimit).
 const (
 	// ServeHeapRatio is vigil serve's default --heap-ratio: RSS under twice
-	// the state. At 1M users it held RSS at 1.7 times the live heap instead
-	// of 3.7, for a decision tail within the run-to-run noise of the same
+	// the state. At 1M users it held RSS at 1.7-1.8 times the live heap
+	// instead of 3.7-3.8, for a decision tail within the run-to-run noise of the same
 	// runs by GOGC alone (docs/design.md "Memory").
 	ServeHeapRatio = 1.9
 	// ServeHeapFloor is vigil serve's floor of HeapLimit (--heap-ratio): under it
