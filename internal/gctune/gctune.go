@@ -213,8 +213,9 @@ func memTotal(fsys fs.FS) int64 {
 const (
 	// ServeHeapRatio is vigil serve's default --heap-ratio: RSS under twice
 	// the state. At 1M users it held RSS at 1.7-1.8 times the live heap
-	// instead of 3.7-3.8, for a decision tail within the run-to-run noise of the same
-	// runs by GOGC alone (docs/design.md "Memory").
+	// instead of 3.7-3.8, for a collection every few seconds under load
+	// instead of every half minute, and so a longer decision tail
+	// (docs/design.md "Memory").
 	ServeHeapRatio = 1.9
 	// ServeHeapFloor is vigil serve's floor of HeapLimit (--heap-ratio): under it
 	// the heap is small, and GOGC alone governs, for the CPU it saves.
