@@ -15,12 +15,8 @@ import (
 // can keep it busy, so they listen on a loopback address only, apart from
 // the API. It returns the address bound (addr with port 0 included).
 func startPprof(addr string) (bound string, stop func(), err error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", nil, fmt.Errorf("--pprof %s: %w", addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return "", nil, fmt.Errorf("--pprof %s: the profiling endpoints listen on a loopback address only", addr)
+	if !loopbackListen(addr) {
+		return "", nil, fmt.Errorf("--pprof %s: the profiling endpoints listen on a loopback address (host:port) only", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
