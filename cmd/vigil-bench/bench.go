@@ -869,8 +869,7 @@ func benchReplayPhase(ctx context.Context, c benchConfig, rs *rules.Ruleset, wl 
 // processed_at_stop (events + end markers).
 func benchKafkaPhase(ctx context.Context, c benchConfig, nth int, d deliveryConfig, kc kconf.Config, dir string, wl *benchWorkloadData,
 	markers map[topicPartition]int64, log *slog.Logger) (*benchKafka, error) {
-	defer gctune.GCPercent(gctune.ServeGOGC)() // as vigil serve sets it
-	defer gctune.HeapLimit(gctune.ServeHeapRatio, gctune.ServeHeapFloor)()
+	defer gctune.Serve(gctune.ServeHeapRatio)() // as vigil serve sets it
 	title := phaseTitles[phaseKafka] + ", " + d.String()
 	pctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -1388,8 +1387,7 @@ const latencyWarmPrefix = "bench-warmup-"
 // arrives: under exactly-once, after the commit of the checkpoint that
 // follows it. Latency is arrival − send of every transaction id.
 func benchLatencyPhase(ctx context.Context, c benchConfig, d deliveryConfig, kc kconf.Config, dir string, log *slog.Logger) (*benchLatency, error) {
-	defer gctune.GCPercent(gctune.ServeGOGC)() // as vigil serve sets it
-	defer gctune.HeapLimit(gctune.ServeHeapRatio, gctune.ServeHeapFloor)()
+	defer gctune.Serve(gctune.ServeHeapRatio)() // as vigil serve sets it
 	title := phaseTitles[phaseLatency] + ", " + d.String()
 	bound := c.latencyDuration + c.timeout
 	pctx, cancel := context.WithTimeout(ctx, bound)

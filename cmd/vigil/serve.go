@@ -111,11 +111,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.Partitions = int32(*partitions)
-	defer gctune.GCPercent(gctune.ServeGOGC)()
 	defer gctune.MemoryLimit()()
-	if *heapRatio != 0 {
-		defer gctune.HeapLimit(*heapRatio, gctune.ServeHeapFloor)()
-	}
+	defer gctune.Serve(*heapRatio)()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

@@ -37,6 +37,23 @@ const (
 	ReplayGOGC = 800
 )
 
+// Serve sets the collector as vigil serve runs it, for vigil serve and for
+// vigil-bench's phases that must run as it does: GOGC at ServeGOGC and,
+// unless ratio is 0, HeapLimit(ratio, ServeHeapFloor). Call it after
+// MemoryLimit, whose limit is HeapLimit's ceiling. restore puts back what
+// was before.
+func Serve(ratio float64) (restore func()) {
+	restoreGC := GCPercent(ServeGOGC)
+	stop := func() {}
+	if ratio != 0 {
+		stop = HeapLimit(ratio, ServeHeapFloor)
+	}
+	return func() {
+		stop()
+		restoreGC()
+	}
+}
+
 // GCPercent sets the collector's percentage unless GOGC is set; restore puts
 // back the one before.
 func GCPercent(percent int) (restore func()) {
@@ -67,10 +84,9 @@ func Pause() (resume func()) {
 	if ctl.pauses == 0 {
 		ctl.percent = debug.SetGCPercent(-1)
 		ctl.limit = debug.SetMemoryLimit(-1)
-		switch avail := Available(); {
-		case ctl.ceiling > 0:
+		if ctl.ceiling > 0 {
 			debug.SetMemoryLimit(ctl.ceiling)
-		case ctl.limit == math.MaxInt64 && avail > 0:
+		} else if avail := Available(); ctl.limit == math.MaxInt64 && avail > 0 {
 			debug.SetMemoryLimit(avail / 4 * 3)
 		}
 	}

@@ -224,3 +224,28 @@ func TestPauseWithHeapLimit(t *testing.T) {
 		t.Errorf("after stop: %d MiB, want the limit before (4096)", l/mib)
 	}
 }
+
+// TestServe: vigil serve's settings, GOGC and the heap limit only with a
+// ratio, and both undone by restore.
+func TestServe(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	for _, ratio := range []float64{0, ServeHeapRatio} {
+		restore := Serve(ratio)
+		if got := debug.SetGCPercent(-1); got != ServeGOGC {
+			t.Errorf("Serve(%g): GOGC %d, want %d", ratio, got, ServeGOGC)
+		}
+		debug.SetGCPercent(ServeGOGC)
+		ctl.Lock()
+		limited := ctl.ceiling > 0
+		ctl.Unlock()
+		if limited != (ratio != 0) {
+			t.Errorf("Serve(%g): heap limit on: %v", ratio, limited)
+		}
+		restore()
+		if got := debug.SetGCPercent(100); got != 100 || ctl.ceiling != 0 {
+			t.Errorf("Serve(%g) restored: GOGC %d, heap limit ceiling %d; want 100 and none", ratio, got, ctl.ceiling)
+		}
+	}
+}
