@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/kafka"
 	"github.com/vigil-cep/vigil/rules"
@@ -14,7 +16,8 @@ import (
 // store, as a service's tasks start (kafka.Service.assign): four tasks read
 // their chain (a base and 20 deltas, 76 MB) from the store and restore it, in
 // parallel (engine.RestoreRounds). The Kafka store runs on the embedded
-// broker, in this process, as vigil serve's does.
+// broker, in this process and reached in it (kafka.Broker.Dial), as vigil
+// serve's does.
 func BenchmarkRestoreFromStore(b *testing.B) {
 	const tasks = 4
 	rs, chain := engine.RestoreChainFixture(b)
@@ -35,7 +38,8 @@ func BenchmarkRestoreFromStore(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer br.Close()
-				cs, err := kafka.NewCheckpointStore(ctx, []string{br.Addr()}, "checkpoints", tasks, kafka.CheckpointStoreConfig{})
+				cs, err := kafka.NewCheckpointStore(ctx, []string{br.Addr()}, "checkpoints", tasks,
+					kafka.CheckpointStoreConfig{ClientOpts: []kgo.Opt{kgo.Dialer(br.Dial)}})
 				if err != nil {
 					b.Fatal(err)
 				}

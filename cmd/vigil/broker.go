@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 
 	"github.com/vigil-cep/vigil/kafka"
@@ -146,25 +144,14 @@ func dialAddr(addr string) string {
 type embeddedBroker struct {
 	*kafka.Broker
 	Client kconf.Config
-	pin    string // the file of the certificate Client trusts, removed by Close
-}
-
-// Close stops the broker.
-func (e *embeddedBroker) Close() {
-	e.Broker.Close()
-	if e.pin != "" {
-		os.Remove(e.pin)
-	}
 }
 
 // startEmbeddedBroker starts vigil serve's broker with cfg (Listen, DataDir,
 // Partitions) and the security flags s, and returns it with the connection
-// serve's clients must use: the broker's address (127.0.0.1 for a
-// wildcard); with SASL, the first superuser of the users file, unless kc
-// (from --kafka-properties, VIGIL_KAFKA_* and kafka.* config keys) gives
-// credentials, which then win; with TLS, trusting the broker's own
-// certificate and nothing else (the trust anchor is the certificate
-// itself, so its host names are not checked).
+// serve's clients must use: in the process (kafka.Broker.Dial), so without
+// TLS whatever the listener has; with SASL, as the first superuser of the
+// users file, unless kc (from --kafka-properties, VIGIL_KAFKA_* and kafka.*
+// config keys) gives credentials, which then win.
 func startEmbeddedBroker(cfg kafka.BrokerConfig, s *brokerSecurity, kc kconf.Config, log *slog.Logger) (*embeddedBroker, error) {
 	if err := s.apply(&cfg, log); err != nil {
 		return nil, err
@@ -196,31 +183,10 @@ func startEmbeddedBroker(cfg kafka.BrokerConfig, s *brokerSecurity, kc kconf.Con
 	if err != nil {
 		return nil, err
 	}
-	e := &embeddedBroker{Broker: b}
 	client.Brokers = []string{dialAddr(b.Addr())}
-	if leaf := b.Certificate(); leaf != nil {
-		f, err := os.CreateTemp("", "vigil-broker-cert-*.pem")
-		if err == nil {
-			e.pin = f.Name()
-			_, err = f.Write(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Raw}))
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil {
-			e.Close()
-			return nil, fmt.Errorf("embedded broker: pinning its certificate: %w", err)
-		}
-		client.CAFile, client.NoHostnameCheck = e.pin, true
-	}
-	switch tls, sasl := client.CAFile != "", client.Mechanism != ""; {
-	case tls && sasl:
-		client.Protocol = kconf.SASLSSL
-	case tls:
-		client.Protocol = kconf.SSL
-	case sasl:
+	client.Dial = b.Dial
+	if client.Mechanism != "" {
 		client.Protocol = kconf.SASLPlaintext
 	}
-	e.Client = client
-	return e, nil
+	return &embeddedBroker{Broker: b, Client: client}, nil
 }

@@ -41,6 +41,9 @@ func (c *Config) Opts() ([]kgo.Opt, error) {
 		}
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
+	if c.Dial != nil {
+		opts = append(opts, kgo.Dialer(c.Dial))
+	}
 	if c.SASL() {
 		opts = append(opts, kgo.SASL(c.mechanism()))
 	}

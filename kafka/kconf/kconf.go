@@ -12,9 +12,11 @@ package kconf
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sort"
 	"strings"
@@ -58,6 +60,12 @@ type Config struct {
 	// the host dialed (ssl.endpoint.identification.algorithm=none). The chain
 	// is still verified.
 	NoHostnameCheck bool
+
+	// Dial, when set, opens every connection in place of the network: the
+	// embedded broker's in-process connections (kafka.Broker.Dial). They
+	// never leave the process, so they carry no TLS; SASL is as over the
+	// network.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error) `json:"-"`
 }
 
 // Secret is a value that never prints: fmt, slog and encoding/json all show
@@ -104,6 +112,9 @@ func (c *Config) Principal() string {
 func (c Config) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s via %s", strings.Join(c.Brokers, ","), c.protocol())
+	if c.Dial != nil {
+		b.WriteString(" in-process")
+	}
 	if c.SASL() {
 		fmt.Fprintf(&b, " %s", c.Mechanism)
 		if c.Username != "" && c.Mechanism != MechAWSMSKIAM {
@@ -267,6 +278,9 @@ func (c *Config) Validate() error {
 				errs = append(errs, errors.New("AWS_MSK_IAM takes the access key id and secret as sasl.username and sasl.password, both or neither (neither: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"))
 			}
 		}
+	}
+	if c.Dial != nil && c.TLS() {
+		errs = append(errs, fmt.Errorf("security.protocol is %s, but an in-process connection carries no TLS", c.Protocol))
 	}
 	if !c.TLS() && (c.CAFile != "" || c.CertFile != "" || c.KeyFile != "") {
 		errs = append(errs, fmt.Errorf("ssl.* files are set but security.protocol is %s: use SSL or SASL_SSL", c.protocol()))
