@@ -63,7 +63,9 @@ func (t *Task) resetTracking() {
 
 // touch is called before every change to key's state. On a tracked task,
 // while a cut is being encoded, a key it has not encoded yet is encoded now,
-// as it is before the change; and the key is recorded as changed.
+// as it is before the change; and the key is recorded as changed. The
+// changed set keeps key as it is: the callers pass the key's own string
+// (keyState.key, patternKey.key), never a view of an input record.
 func (t *Task) touch(key string) {
 	if !t.track {
 		return
@@ -75,7 +77,7 @@ func (t *Task) touch(key string) {
 		}
 	}
 	if _, ok := t.dirty[key]; !ok {
-		t.dirty[strings.Clone(key)] = struct{}{}
+		t.dirty[key] = struct{}{}
 	}
 }
 

@@ -584,9 +584,15 @@ func (t *Task) keyState(key string, h uint64) *keyState {
 	if ks != nil && ks.stamp == t.epoch {
 		return ks
 	}
-	t.touch(key)
 	if ks == nil {
-		ks = t.newKeyState(strings.Clone(key), h)
+		// touch first: a pending cut may still have to encode the key's
+		// state elsewhere (its windows, its pattern) as it was without
+		// this. The changed set and the new state share one copy of key.
+		owned := strings.Clone(key)
+		t.touch(owned)
+		ks = t.newKeyState(owned, h)
+	} else {
+		t.touch(ks.key)
 	}
 	ks.stamp = t.epoch
 	return ks

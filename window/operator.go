@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strings"
 	"unsafe"
 
 	"github.com/vigil-cep/vigil/internal/prefetch"
@@ -145,6 +144,11 @@ func (o *Operator) Len() int { return len(o.timers) }
 // true if it fired before); several such windows of a sliding definition fire
 // in order of start. Add returns false when no window accepted the element:
 // it is late, and the caller sends it to the late side output.
+//
+// Add keeps key for as long as the key has windows. A key that is a slice
+// of a large buffer keeps all of it in memory, so a caller that reads keys
+// from records passes a copy (the engine passes its key's own string, which
+// every operator of the key shares).
 //
 // emit must not call back into the Operator.
 func (o *Operator) Add(key string, t int64, args []any, wm int64, emit func(Result)) bool {
@@ -374,11 +378,9 @@ func (o *Operator) fire(w *window, emit func(Result)) {
 	emit(Result{Key: w.key, Start: w.start, End: w.end, Values: vals, Update: update})
 }
 
-// newKey adds the state of a key. It keeps a copy of key: the caller's
-// string may be a slice of a large record that must not stay in memory as
-// long as the key's windows.
+// newKey adds the state of a key, which keeps key as it is (Add).
 func (o *Operator) newKey(key string) *keyState {
-	ks := o.allocKey(strings.Clone(key))
+	ks := o.allocKey(key)
 	o.keys[ks.key] = ks
 	o.keysPeak = max(o.keysPeak, len(o.keys))
 	return ks
