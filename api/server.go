@@ -287,8 +287,8 @@ func routeEscapedPath(next http.Handler) http.Handler {
 // requestInfo is filled in as a request goes down the chain and read by the
 // access log when it comes back.
 type requestInfo struct {
-	id  string
-	key string // name of the caller's key, once authenticated
+	id     string
+	caller Key // the caller's key, once authorized (authorize)
 }
 
 type requestInfoCtx struct{}
@@ -359,7 +359,7 @@ func (h *Handler) requestContext(next http.Handler) http.Handler {
 			slog.Duration("duration", time.Since(start)),
 			slog.Int64("bytes", sw.bytes),
 			slog.String("request_id", id),
-			slog.String("key", info.key),
+			slog.String("key", info.caller.Name),
 		)
 	})
 }
