@@ -169,7 +169,7 @@ func StartBroker(cfg BrokerConfig) (*Broker, error) {
 	}
 	if b.sasl {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := b.secure(ctx, g, admin, cfg.Users)
+		err := b.secure(ctx, admin, cfg.Users)
 		cancel()
 		if err != nil {
 			b.Close()
@@ -182,9 +182,9 @@ func StartBroker(cfg BrokerConfig) (*Broker, error) {
 
 // secure grants the users' ACLs and installs the ApiVersions shim, over an
 // in-memory connection as the per-start superuser admin.
-func (b *Broker) secure(ctx context.Context, g *gate, admin BrokerUser, users []BrokerUser) error {
+func (b *Broker) secure(ctx context.Context, admin BrokerUser, users []BrokerUser) error {
 	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(b.addr), // any address: every dial goes to g.dial
+		kgo.SeedBrokers(b.addr), // any address: every dial goes to b.Dial
 		kgo.Dialer(b.Dial),
 		kgo.SASL(scram.Auth{User: admin.Name, Pass: string(admin.Password)}.AsSha512Mechanism()),
 	)
