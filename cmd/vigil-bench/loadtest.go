@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,24 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	timeline := fs.Duration("timeline", 0, "also report the latencies of each slot of this length, by when each request was due (0: off): where in the run the tail is")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
+	}
+	var bad []string
+	if *rate < 1 {
+		bad = append(bad, "--rate must be positive")
+	}
+	if *duration <= 0 {
+		bad = append(bad, "--duration must be positive")
+	}
+	if *users < 1 {
+		bad = append(bad, "--users must be positive")
+	}
+	if *workers < 1 {
+		bad = append(bad, "--workers must be positive")
+	}
+	if len(bad) > 0 {
+		fmt.Fprintln(stderr, strings.Join(bad, "\n"))
+		fs.Usage()
+		return cli.ErrUsage
 	}
 	var run [4]byte
 	rand.Read(run[:])
@@ -92,7 +111,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 // start is not kept; 0 when no rate is).
 func highestSustained(ctx context.Context, start int, sustained func(rate int) (bool, error)) (int, error) {
 	best, failed := 0, 0
-	for r := start; ; r = r * 3 / 2 {
+	for r := start; ; r = max(r*3/2, r+1) {
 		if ctx.Err() != nil {
 			return best, nil
 		}

@@ -19,6 +19,7 @@ func TestHighestSustained(t *testing.T) {
 		{"between two steps", 8000, 10900, 10500, []int{8000, 12000, 10000, 11000, 10500}},
 		{"on a step", 8000, 12000, 12000, []int{8000, 12000, 18000, 15000, 13500, 12750, 12375}},
 		{"below the start", 8000, 5000, 5000, []int{8000, 4000, 6000, 5000, 5500, 5250}},
+		{"from 1/s", 1, 3, 3, []int{1, 2, 3, 4}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var runs []int

@@ -32,6 +32,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"bench", "--events", "0", "--runs", "51"}, 2, "--events must be positive\n--runs must be between 1 and 50\nUsage: vigil-bench bench"},
 		{[]string{"bench", "--profile-phase", "warmup"}, 2, "--profile-phase must be passthrough, replay, kafka or latency"},
 		{[]string{"loadtest", "--rate", "x"}, 2, `invalid value "x" for flag -rate`},
+		{[]string{"loadtest", "--rate", "0", "--workers", "0"}, 2, "--rate must be positive\n--workers must be positive\nUsage: vigil-bench loadtest"},
 	} {
 		var out strings.Builder // stdout and stderr together: the usage goes to stderr
 		if code := program().Run(context.Background(), tt.args, &out, &out); code != tt.code || !strings.Contains(out.String(), tt.want) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,6 +126,7 @@ func TestValidate(t *testing.T) {
 		{"AWS from the environment", Config{Brokers: b, Protocol: SASLSSL, Mechanism: MechAWSMSKIAM}, ""},
 		{"CA without TLS", Config{Brokers: b, CAFile: "ca.pem"}, "ssl.* files are set but security.protocol is PLAINTEXT: use SSL or SASL_SSL"},
 		{"certificate without key", Config{Brokers: b, Protocol: SSL, CertFile: "c.pem"}, "ssl.certificate.location and ssl.key.location go together"},
+		{"in-process with TLS", Config{Brokers: b, Protocol: SSL, Dial: (&net.Dialer{}).DialContext}, "security.protocol is SSL, but an in-process connection carries no TLS"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
