@@ -179,7 +179,7 @@ func BenchmarkRestoreChain(b *testing.B) {
 	for _, c := range chain {
 		size += len(c)
 	}
-	restoreRounds(b, func(int32) error {
+	restoreRounds(b, func(int32) ([][]byte, error) { return chain, nil }, func(_ int32, chain [][]byte) error {
 		t, err := NewTask(rs, func(Output) {})
 		if err == nil {
 			err = t.RestoreChain(chain)
@@ -189,33 +189,51 @@ func BenchmarkRestoreChain(b *testing.B) {
 	b.ReportMetric(float64(size), "chain-bytes/task")
 }
 
-// restoreRounds times rounds of four tasks restoring at once, restore(task)
-// each, as a service's tasks start (kafka.Service.assign): the collector as
-// vigil serve sets it and paused meanwhile. Before each round the heap's
-// free pages go back to the kernel, so that a restore pays for fresh pages
-// as a new process does rather than reusing those its fixture's garbage, or
-// the round before, left mapped. It reports the process's CPU time a round
-// too (user and system, page faults included): on a shared machine, where
-// other guests take the cores in turns, steadier than the wall time.
-func restoreRounds(b *testing.B, restore func(task int32) error) {
+// restoreRounds times rounds of four tasks restoring at once, as a
+// service's tasks start (kafka.Service.assign): each reads its chain
+// (read), then, once all have, gctune.Reads.Reclaim and the decodes
+// (decode), with the collector as vigil serve sets it and paused meanwhile.
+// Before each round the heap's free pages go back to the kernel, so that a
+// restore pays for fresh pages as a new process does rather than reusing
+// those its fixture's garbage, or the round before, left mapped. It reports
+// the process's CPU time a round too (user and system, page faults
+// included): on a shared machine, where other guests take the cores in
+// turns, steadier than the wall time.
+func restoreRounds(b *testing.B, read func(task int32) ([][]byte, error), decode func(task int32, chain [][]byte) error) {
 	const tasks = 4
 	defer gctune.GCPercent(gctune.ServeGOGC)()
 	runtime.GC()
 	debug.FreeOSMemory()
 	b.ResetTimer()
 	var cpu time.Duration
-	for b.Loop() {
-		before := cpuTime()
-		resume := gctune.Pause()
+	inParallel := func(f func(task int32) error) {
 		errs := make(chan error, tasks)
 		for task := range int32(tasks) {
-			go func() { errs <- restore(task) }()
+			go func() { errs <- f(task) }()
 		}
 		for range tasks {
 			if err := <-errs; err != nil {
 				b.Fatal(err)
 			}
 		}
+	}
+	for b.Loop() {
+		before := cpuTime()
+		reads := gctune.StartReads()
+		chains := make([][][]byte, tasks)
+		inParallel(func(task int32) (err error) {
+			chains[task], err = read(task)
+			return err
+		})
+		var kept int64
+		for _, chain := range chains {
+			for _, data := range chain {
+				kept += int64(len(data))
+			}
+		}
+		reads.Reclaim(kept)
+		resume := gctune.Pause()
+		inParallel(func(task int32) error { return decode(task, chains[task]) })
 		resume()
 		cpu += cpuTime() - before
 		b.StopTimer()

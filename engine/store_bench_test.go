@@ -8,14 +8,13 @@ import (
 
 	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/kafka"
-	"github.com/vigil-cep/vigil/rules"
 	"github.com/vigil-cep/vigil/state"
 )
 
 // BenchmarkRestoreFromStore is BenchmarkRestoreChain from each checkpoint
 // store, as a service's tasks start (kafka.Service.assign): four tasks read
-// their chain (a base and 20 deltas, 76 MB) from the store and restore it, in
-// parallel (engine.RestoreRounds). The Kafka store runs on the embedded
+// their chain (a base and 20 deltas, 76 MB) from the store, then restore it,
+// in parallel (engine.RestoreRounds). The Kafka store runs on the embedded
 // broker, in this process and reached in it (kafka.Broker.Dial), as vigil
 // serve's does.
 func BenchmarkRestoreFromStore(b *testing.B) {
@@ -54,26 +53,28 @@ func BenchmarkRestoreFromStore(b *testing.B) {
 					}
 				}
 			}
-			engine.RestoreRounds(b, func(task int32) error {
-				return restoreFrom(ctx, backend, task, rs)
+			engine.RestoreRounds(b, func(task int32) ([][]byte, error) {
+				return readChain(ctx, backend, task)
+			}, func(_ int32, chain [][]byte) error {
+				t, err := engine.NewTask(rs, func(engine.Output) {})
+				if err == nil {
+					err = t.RestoreChain(chain)
+				}
+				return err
 			})
 		})
 	}
 }
 
-// restoreFrom reads task's chain from the store and restores a new task from it.
-func restoreFrom(ctx context.Context, backend state.Backend, task int32, rs *rules.Ruleset) error {
+// readChain reads task's chain from backend: its snapshots' engine sections.
+func readChain(ctx context.Context, backend state.Backend, task int32) ([][]byte, error) {
 	snaps, err := backend.Chain(ctx, task)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	data := make([][]byte, len(snaps))
 	for i, s := range snaps {
 		data[i] = s.Sections["engine"]
 	}
-	t, err := engine.NewTask(rs, func(engine.Output) {})
-	if err != nil {
-		return err
-	}
-	return t.RestoreChain(data)
+	return data, nil
 }

@@ -590,22 +590,41 @@ func (s *Service) assign(ctx context.Context, offsets map[string]map[int32]kgo.O
 	// decisions (the stores are safe for concurrent use by different
 	// tasks), and a process's restore takes about as long as its largest
 	// task's rather than the sum (docs/design.md "Delivery").
-	// With the collector off: a restore allocates the state it restores,
-	// which all stays live, and cycles during it only mark a growing heap
-	// (gctune.Pause; the soft memory limit still holds).
+	// In two halves: every task reads its chain, then every task decodes
+	// it. Between them one collection, when the reads left more garbage
+	// than it must mark, frees it for the decodes to reuse
+	// (gctune.Reads.Reclaim). The decodes run with the collector off: they
+	// allocate the state they restore, which all stays live, and cycles
+	// meanwhile would only mark a growing heap (gctune.Pause; the soft
+	// memory limit still holds).
 	started := make([]*task, len(start))
+	chains := make([][]*state.Snapshot, len(start))
 	errs := make([]error, len(start))
-	resume := gctune.Pause()
+	reads := gctune.StartReads()
 	var wg sync.WaitGroup
 	for i, p := range start {
-		wg.Go(func() {
-			if started[i], errs[i] = s.startTask(ctx, p); errs[i] != nil {
-				errs[i] = fmt.Errorf("task %d: %w", p, errs[i])
-			}
-		})
+		wg.Go(func() { started[i], chains[i], errs[i] = s.loadTask(ctx, p) })
+	}
+	wg.Wait()
+	reads.Reclaim(chainBytes(chains))
+	resume := gctune.Pause()
+	for i, t := range started {
+		if t != nil {
+			wg.Go(func() {
+				if errs[i] = t.launch(ctx, chains[i]); errs[i] != nil {
+					started[i] = nil
+				}
+				chains[i] = nil // decoded: garbage once the collector runs again
+			})
+		}
 	}
 	wg.Wait()
 	resume()
+	for i, err := range errs {
+		if err != nil {
+			errs[i] = fmt.Errorf("task %d: %w", start[i], err)
+		}
+	}
 	for i, t := range started {
 		if t == nil {
 			continue
@@ -635,6 +654,19 @@ func (s *Service) assign(ctx context.Context, offsets map[string]map[int32]kgo.O
 		return offsets, err
 	}
 	return offsets, nil
+}
+
+// chainBytes returns the size of the snapshots of chains.
+func chainBytes(chains [][]*state.Snapshot) int64 {
+	var n int64
+	for _, chain := range chains {
+		for _, snap := range chain {
+			for _, b := range snap.Sections {
+				n += int64(len(b))
+			}
+		}
+	}
+	return n
 }
 
 // warnStateless says so when task p starts without a checkpoint from offsets

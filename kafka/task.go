@@ -94,10 +94,11 @@ const (
 	outPrefix      = "out/"
 )
 
-// startTask builds task p, restores its latest checkpoint, re-reads the
-// decisions it emitted after that checkpoint (so replayed transactions get
-// the recorded decision, docs/design.md "Delivery"), and starts its goroutine.
-func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
+// loadTask builds task p and reads its latest checkpoint chain (nil when it
+// has none), fencing the task's previous owner first under exactly-once. A
+// task loaded is started with launch; the tasks of an assignment are loaded
+// first, all of them, then launched (Service.assign says why).
+func (s *Service) loadTask(ctx context.Context, p int32) (*task, []*state.Snapshot, error) {
 	t := &task{s: s, part: p, in: make(chan *batch, s.cfg.QueueBatches), quit: make(chan struct{}),
 		done: make(chan struct{}), next: make(map[string]int64), switchSig: make(chan struct{}, 1),
 		calls: make(chan func(), s.cfg.APIQueue), stepSig: make(chan struct{}, 1)}
@@ -109,20 +110,34 @@ func (s *Service) startTask(ctx context.Context, p int32) (*task, error) {
 		}
 	}
 	if err := t.use(s.Ruleset(), nil); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	t.watermark.Store(stream.MinTime)
-	if err := t.start(ctx); err != nil {
+	chain, err := t.readChain(ctx)
+	if err != nil {
 		t.eng.Close()
 		t.closeTxns()
-		return nil, err
+		return nil, nil, err
+	}
+	return t, chain, nil
+}
+
+// launch restores chain (when not nil) into a task loadTask built, re-reads
+// the decisions it emitted after that checkpoint (so replayed transactions
+// get the recorded decision, docs/design.md "Delivery"), and starts its
+// goroutine. A task that fails to launch is closed.
+func (t *task) launch(ctx context.Context, chain []*state.Snapshot) error {
+	if err := t.start(ctx, chain); err != nil {
+		t.eng.Close()
+		t.closeTxns()
+		return err
 	}
 	// Stagger the tasks' checkpoints over the interval: tasks that all cut
 	// at once would encode and write at the same time.
 	n := max(t.s.counts[InputTopics(t.rs)[0]], 1)
-	t.lastCkpt = time.Now().Add(-t.s.cfg.CheckpointInterval * time.Duration(p%n) / time.Duration(n))
+	t.lastCkpt = time.Now().Add(-t.s.cfg.CheckpointInterval * time.Duration(t.part%n) / time.Duration(n))
 	go t.run()
-	return t, nil
+	return nil
 }
 
 // tickEvery is the period of the task's tick.
@@ -130,21 +145,25 @@ func (t *task) tickEvery() time.Duration {
 	return min(100*time.Millisecond, t.s.cfg.CheckpointInterval)
 }
 
-// start fences the task's previous owner (exactly-once), restores the
-// task's checkpoint chain, and recalls the decisions emitted after it
-// (at-least-once).
-func (t *task) start(ctx context.Context) error {
+// readChain fences the task's previous owner (exactly-once) and reads the
+// task's checkpoint chain: nil when it has none.
+func (t *task) readChain(ctx context.Context) ([]*state.Snapshot, error) {
 	if t.s.cfg.Delivery == ExactlyOnce {
 		if err := t.openTxns(ctx); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	chain, err := t.s.ckpt.Chain(ctx, t.part)
-	switch {
-	case errors.Is(err, state.ErrNoSnapshot):
-	case err != nil:
-		return err
-	default:
+	if errors.Is(err, state.ErrNoSnapshot) {
+		return nil, nil
+	}
+	return chain, err
+}
+
+// start restores chain (when not nil) and recalls the decisions emitted
+// after it (at-least-once).
+func (t *task) start(ctx context.Context, chain []*state.Snapshot) error {
+	if chain != nil {
 		if err := t.restore(chain); err != nil {
 			return fmt.Errorf("restore checkpoint %d: %w", chain[len(chain)-1].Seq, err)
 		}

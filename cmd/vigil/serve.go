@@ -169,9 +169,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	if len(kc.Brokers) == 0 {
-		// Serve's clients connect as the users file's first superuser
-		// (or as the credentials of the Kafka client properties), over
-		// TLS pinned to the broker's certificate when it has one.
+		// Serve's clients reach the broker inside the process, as the
+		// users file's first superuser (or as the credentials of the
+		// Kafka client properties): startEmbeddedBroker.
 		b, err := startEmbeddedBroker(kafka.BrokerConfig{Listen: *listen, DataDir: filepath.Join(cfg.DataDir, "broker"),
 			Partitions: cfg.Partitions}, brokerSec, kc, log)
 		if err != nil {

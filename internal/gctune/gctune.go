@@ -18,6 +18,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
@@ -102,6 +103,54 @@ func Pause() (resume func()) {
 			}
 		})
 	}
+}
+
+// Reads samples the heap before the reads of a restore's first half, for
+// Reclaim after them. A restore has two halves: the reads of the
+// checkpoint chains, which leave garbage behind (fetch buffers and
+// decompressed batches: on the Kafka store about five times the chains'
+// size), and the decodes, which run under Pause and allocate the state.
+type Reads struct {
+	live   int64 // the live heap as the last collection found it
+	allocs int64 // bytes allocated so far
+}
+
+// StartReads samples the heap before a restore's reads.
+func StartReads() Reads {
+	live, allocs := heapSample()
+	return Reads{live: live, allocs: allocs}
+}
+
+// Reclaim runs one collection after a restore's reads, which kept kept
+// bytes (the chains), when the garbage they left is more than the
+// collection must mark (the live heap before them and what they kept), and
+// reports whether it did. Collected, that garbage's pages, already faulted
+// in, are what the decodes reuse instead of fresh pages the kernel must
+// fault and zero one by one, much of a restore's cost on a virtual machine
+// (docs/performance.md). A process restarting collects; one with a large
+// state taking over a task does not, and the reads of the dir store leave
+// little garbage.
+func (r Reads) Reclaim(kept int64) bool {
+	_, allocs := heapSample()
+	if garbage := allocs - r.allocs - kept; garbage <= r.live+kept {
+		return false
+	}
+	runtime.GC()
+	return true
+}
+
+// heapSample returns the live heap as the last collection found it (0
+// before the first) and the bytes allocated so far.
+func heapSample() (live, allocs int64) {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() == metrics.KindUint64 {
+		live = int64(sample[0].Value.Uint64())
+	}
+	if sample[1].Value.Kind() == metrics.KindUint64 {
+		allocs = int64(sample[1].Value.Uint64())
+	}
+	return live, allocs
 }
 
 // ctl is what Pause and HeapLimit share: the settings from before the

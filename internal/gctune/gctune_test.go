@@ -249,3 +249,49 @@ func TestServe(t *testing.T) {
 		}
 	}
 }
+
+// sink keeps what the reads of TestReclaim allocate on the heap.
+var sink [][]byte
+
+func TestReclaim(t *testing.T) {
+	read := func(n int) { // garbage: n MiB, dropped at once
+		for range n {
+			sink = append(sink[:0], make([]byte, 1<<20))
+		}
+		sink = nil
+	}
+	collects := func(reads Reads, kept int64) bool {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		did := reads.Reclaim(kept)
+		runtime.ReadMemStats(&after)
+		if collected := after.NumGC > before.NumGC; did && !collected {
+			t.Fatal("Reclaim reported a collection that did not run")
+		}
+		return did
+	}
+
+	runtime.GC()
+	reads := StartReads()
+	kept := make([]byte, 4<<20)
+	read(64)
+	if !collects(reads, int64(len(kept))) {
+		t.Error("a small heap after reads that left 64 MiB of garbage: no collection")
+	}
+
+	reads = StartReads()
+	kept = make([]byte, 32<<20)
+	if collects(reads, int64(len(kept))) {
+		t.Error("reads that kept all they allocated: a collection")
+	}
+
+	held := make([]byte, 128<<20)
+	runtime.GC()
+	reads = StartReads()
+	read(32)
+	if collects(reads, 0) {
+		t.Error("32 MiB of garbage beside a 128 MiB live heap: a collection")
+	}
+	runtime.KeepAlive(held)
+	runtime.KeepAlive(kept)
+}
