@@ -344,6 +344,11 @@ func (h *Handler) requestContext(next http.Handler) http.Handler {
 		status := sw.code()
 		level := slog.LevelInfo
 		switch {
+		case pattern == "/readyz" && status == http.StatusServiceUnavailable:
+			// Not ready is the probe's answer while the tasks restore or
+			// the group rebalances, polled every few seconds: not a
+			// failure to log as one.
+			level = slog.LevelDebug
 		case status >= 500:
 			level = slog.LevelError
 		case hotRoute(pattern):

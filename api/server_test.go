@@ -32,6 +32,11 @@ func TestHealth(t *testing.T) {
 	if p.Detail != "not ready: rebalancing" {
 		t.Errorf("detail %q", p.Detail)
 	}
+	// Not ready is the probe's answer, not a failure: its access log is at
+	// Debug, where a 5xx is at Error.
+	if !strings.Contains(f.logs.String(), `"level":"DEBUG","msg":"http request","method":"GET","route":"/readyz","status":503`) {
+		t.Errorf("no Debug access log line for not ready:\n%s", f.logs)
+	}
 	mustStatus(t, f.do(req{path: "/healthz", token: "-"}), http.StatusOK) // alive while not ready
 }
 
