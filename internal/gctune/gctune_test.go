@@ -293,5 +293,13 @@ func TestReclaim(t *testing.T) {
 		t.Error("32 MiB of garbage beside a 128 MiB live heap: a collection")
 	}
 	runtime.KeepAlive(held)
+
+	t.Setenv("GOGC", "200") // the environment chose: as Pause, nothing
+	runtime.GC()
+	reads = StartReads()
+	read(64)
+	if collects(reads, 0) {
+		t.Error("GOGC set: a collection")
+	}
 	runtime.KeepAlive(kept)
 }
