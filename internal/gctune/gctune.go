@@ -55,10 +55,14 @@ func Serve(ratio float64) (restore func()) {
 	}
 }
 
+// gogcSet reports whether the environment chose the collector's percentage
+// (GOGC), which the settings here then leave alone.
+func gogcSet() bool { return os.Getenv("GOGC") != "" }
+
 // GCPercent sets the collector's percentage unless GOGC is set; restore puts
 // back the one before.
 func GCPercent(percent int) (restore func()) {
-	if os.Getenv("GOGC") != "" {
+	if gogcSet() {
 		return func() {}
 	}
 	old := debug.SetGCPercent(percent)
@@ -77,7 +81,7 @@ func GCPercent(percent int) (restore func()) {
 // the restore builds several times over. Pauses may overlap (tasks restored
 // by two rebalances at once).
 func Pause() (resume func()) {
-	if os.Getenv("GOGC") != "" {
+	if gogcSet() {
 		return func() {}
 	}
 	ctl.Lock()
@@ -131,7 +135,7 @@ func StartReads() Reads {
 // state taking over a task does not, and the reads of the dir store leave
 // little garbage. As Pause, it does nothing when GOGC is set.
 func (r Reads) Reclaim(kept int64) bool {
-	if os.Getenv("GOGC") != "" {
+	if gogcSet() {
 		return false
 	}
 	_, allocs := heapSample()
@@ -321,17 +325,14 @@ func HeapLimit(ratio float64, floor int64) (stop func()) {
 		defer close(exited)
 		tick := time.NewTicker(heapPoll)
 		defer tick.Stop()
-		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 		for {
-			metrics.Read(sample)
-			if sample[0].Value.Kind() == metrics.KindUint64 {
-				l := limitFor(int64(sample[0].Value.Uint64()), ratio, floor, ceiling)
-				ctl.Lock()
-				if ctl.pauses == 0 && debug.SetMemoryLimit(-1) != l {
-					debug.SetMemoryLimit(l)
-				}
-				ctl.Unlock()
+			live, _ := heapSample()
+			l := limitFor(live, ratio, floor, ceiling)
+			ctl.Lock()
+			if ctl.pauses == 0 && debug.SetMemoryLimit(-1) != l {
+				debug.SetMemoryLimit(l)
 			}
+			ctl.Unlock()
 			select {
 			case <-done:
 				return
