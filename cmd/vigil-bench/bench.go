@@ -248,9 +248,9 @@ to the example ruleset's input topics, then measures:
      settings joins a group, reads the input topics and produces every record
      unchanged; clock from client creation to the last acknowledgement.
   2. vigil replay: replay.Run over the same events in memory, output
-     discarded; GOGC 400, vigil serve's, unless GOGC is set (vigil replay
-     itself runs at 800): the ratio of (3) to (2) is the Kafka layer's cost,
-     not a difference of collector settings.
+     discarded; the collector as vigil serve sets it, unless GOGC is set
+     (vigil replay itself runs at GOGC 800): the ratio of (3) to (2) is the
+     Kafka layer's cost, not a difference of collector settings.
   3. Vigil over Kafka: in every run, a service per --delivery (each on a
      fresh group, output topics and data directory; their order alternates
      from run to run) on the filled topics, DefaultConfig but for:
@@ -814,12 +814,12 @@ func gcPercent() int {
 	return v
 }
 
-// benchReplayPhase: phase 2, replay.Run as `vigil replay` runs it, but at
-// vigil serve's GOGC (unless GOGC is set), over the workload's NDJSON in memory, output
-// discarded. The clock covers the Replay call.
+// benchReplayPhase: phase 2, replay.Run as `vigil replay` runs it, but with
+// vigil serve's collector settings (unless GOGC is set), over the workload's
+// NDJSON in memory, output discarded. The clock covers the Replay call.
 func benchReplayPhase(ctx context.Context, c benchConfig, rs *rules.Ruleset, wl *benchWorkloadData) (*benchReplay, error) {
 	title := phaseTitles[phaseReplay]
-	defer gctune.GCPercent(gctune.ServeGOGC)() // as phase 3: see the help
+	defer gctune.Serve(gctune.ServeHeapRatio)() // as phase 3: see the help
 	gogc := gcPercent()
 	pctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()

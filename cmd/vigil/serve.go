@@ -69,7 +69,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	keysFile := fs.String("api-keys", "", "API keys (YAML or JSON list of {name, role, token}); also "+api.KeysEnv+"=name:role:token,...; without keys the API is open on a loopback address only")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) of the whole run to this file")
 	pprofAddr := fs.String("pprof", "", "serve Go's profiling endpoints (/debug/pprof/: CPU, heap, execution trace) on this loopback address, e.g. 127.0.0.1:6060; empty: none")
-	heapRatio := fs.Float64("heap-ratio", gctune.ServeHeapRatio, "keep the process's memory within this multiple of its live heap once that passes 512 MiB; 0: off, and the heap may grow to five times the state (GOGC 400) within the soft memory limit. Less memory for more collector work (docs/performance.md)")
+	heapRatio := fs.Float64("heap-ratio", gctune.ServeHeapRatio, "collect when the heap reaches this multiple of the live heap, or 512 MiB while that is more; 0: off, and the heap may grow to five times the state (GOGC 400) within the soft memory limit. Less memory for more collector work (docs/performance.md)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.String(configFlag, "", "YAML or JSON file of flag name: value (also VIGIL_CONFIG); precedence: flag > VIGIL_<FLAG> environment > this file > default (deployments/CONFIG.md)")

@@ -225,27 +225,47 @@ func TestPauseWithHeapLimit(t *testing.T) {
 	}
 }
 
-// TestServe: vigil serve's settings, GOGC and the heap limit only with a
-// ratio, and both undone by restore.
+// TestServe: vigil serve's settings, undone by restore. Without a ratio,
+// GOGC at ServeGOGC; with one, the heap limit in force at once and GOGC
+// off, the limit pacing the collector alone; with GOMEMLIMIT set, which
+// HeapLimit leaves alone, GOGC at ServeGOGC again, so that the heap is
+// never unbounded.
 func TestServe(t *testing.T) {
 	t.Setenv("GOGC", "")
-	t.Setenv("GOMEMLIMIT", "")
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	for _, ratio := range []float64{0, ServeHeapRatio} {
-		restore := Serve(ratio)
-		if got := debug.SetGCPercent(-1); got != ServeGOGC {
-			t.Errorf("Serve(%g): GOGC %d, want %d", ratio, got, ServeGOGC)
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	for _, c := range []struct {
+		ratio      float64
+		gomemlimit string
+		gogc       int
+		limited    bool
+	}{
+		{ratio: 0, gogc: ServeGOGC},
+		{ratio: ServeHeapRatio, gogc: -1, limited: true},
+		{ratio: ServeHeapRatio, gomemlimit: "1GiB", gogc: ServeGOGC},
+	} {
+		t.Setenv("GOMEMLIMIT", c.gomemlimit)
+		restore := Serve(c.ratio)
+		got := debug.SetGCPercent(-1)
+		debug.SetGCPercent(got)
+		if got != c.gogc {
+			t.Errorf("Serve(%g), GOMEMLIMIT %q: GOGC %d, want %d", c.ratio, c.gomemlimit, got, c.gogc)
 		}
-		debug.SetGCPercent(ServeGOGC)
 		ctl.Lock()
 		limited := ctl.ceiling > 0
 		ctl.Unlock()
-		if limited != (ratio != 0) {
-			t.Errorf("Serve(%g): heap limit on: %v", ratio, limited)
+		if limited != c.limited {
+			t.Errorf("Serve(%g), GOMEMLIMIT %q: heap limit on: %v", c.ratio, c.gomemlimit, limited)
+		}
+		if l := debug.SetMemoryLimit(-1); c.limited && l == math.MaxInt64 {
+			t.Errorf("Serve(%g): GOGC off with no limit in force", c.ratio)
 		}
 		restore()
 		if got := debug.SetGCPercent(100); got != 100 || ctl.ceiling != 0 {
-			t.Errorf("Serve(%g) restored: GOGC %d, heap limit ceiling %d; want 100 and none", ratio, got, ctl.ceiling)
+			t.Errorf("Serve(%g) restored: GOGC %d, heap limit ceiling %d; want 100 and none", c.ratio, got, ctl.ceiling)
+		}
+		if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+			t.Errorf("Serve(%g) restored: limit %d, want none", c.ratio, l)
 		}
 	}
 }
