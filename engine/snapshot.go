@@ -497,6 +497,9 @@ func (t *Task) restoreMerged(mg *merged) error {
 		return err
 	}
 	t.keys.reserve(len(mg.keys))
+	for _, op := range t.windows {
+		op.Reserve(len(mg.keys)) // the keys with state in it are among these
+	}
 	for i, kr := range mg.keys {
 		if next := i + 2; next < len(mg.keys) {
 			// The table is large and its slots are visited at random: start

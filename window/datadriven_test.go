@@ -148,13 +148,9 @@ func (h *harness) formatResult(r Result) string {
 
 func (h *harness) state() string {
 	var b strings.Builder
-	keys := make([]string, 0, len(h.op.keys))
-	for k := range h.op.keys {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(h.op.Keys)
 	for _, k := range keys {
-		for _, w := range h.op.keys[k].wins {
+		for _, w := range h.op.keys.get(k).wins {
 			fmt.Fprintf(&b, "%s [%s,%s) count=%d", k, h.formatTime(w.start), h.formatTime(w.end), w.count)
 			if w.fired {
 				b.WriteString(" fired")

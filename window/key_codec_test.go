@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -21,7 +20,7 @@ func keyPieces(t testing.TB, op *Operator) (header []byte, keys []string, parts 
 	t.Helper()
 	var e codec.Encoder
 	op.EncodeHeader(&e)
-	keys = slices.Sorted(maps.Keys(op.keys))
+	keys = slices.Sorted(op.Keys)
 	parts = make(map[string][]byte, len(keys))
 	for _, key := range keys {
 		parts[key] = encodeKeyState(t, op, key)
@@ -531,7 +530,7 @@ func TestDecodeKeyRejects(t *testing.T) {
 		if err := op.DecodeKey(d, "k"); err != nil || d.Finish() != nil {
 			t.Fatalf("DecodeKey of the empty form: %v, %v", err, d.Finish())
 		}
-		if op.HasKey("k") || op.Len() != 0 || len(op.keys) != 0 {
+		if op.HasKey("k") || op.Len() != 0 || op.keys.len() != 0 {
 			t.Fatal("the empty form added state")
 		}
 		// A key restored empty can be restored again.

@@ -35,8 +35,8 @@ type Operator struct {
 	nAccs int       // accumulators per window: 0 when all aggregates are Count
 	wm    int64
 
-	keys     map[string]*keyState
-	keysPeak int // most keys since the map was last rebuilt
+	keys     keyIndex
+	keysPeak int // most keys since the index was last shrunk
 	timers   timerHeap
 
 	watch func(key string) // see Watch; nil when no one watches
@@ -50,6 +50,7 @@ type keyState struct {
 	inline [2]*window // first backing array of wins: most keys have one or two windows
 	op     *Operator  // the operator whose keys hold it, while live
 	live   bool       // in op.keys: a Key that holds it may use it
+	pos    int32      // its position in op.keys (keyIndex), while live
 	// own is the window allocated with the key's state (keyBlock), or nil;
 	// ownFree says it is in no list (wins, the timer heap) and newWindow
 	// may take it.
@@ -121,7 +122,6 @@ func New(spec Spec, aggs []Aggregate) (*Operator, error) {
 		kinds: kinds,
 		nAccs: nAccs,
 		wm:    math.MinInt64,
-		keys:  make(map[string]*keyState),
 	}, nil
 }
 
@@ -162,7 +162,7 @@ func (o *Operator) AddKey(k *Key, key string, t int64, args []any, wm int64, emi
 	o.Advance(wm, emit)
 	ks := k.ks
 	if ks == nil || !ks.live || ks.op != o {
-		ks = o.keys[key]
+		ks = o.keys.get(key)
 	}
 	var ok bool
 	switch o.spec.Kind {
@@ -381,8 +381,8 @@ func (o *Operator) fire(w *window, emit func(Result)) {
 // newKey adds the state of a key, which keeps key as it is (Add).
 func (o *Operator) newKey(key string) *keyState {
 	ks := o.allocKey(key)
-	o.keys[ks.key] = ks
-	o.keysPeak = max(o.keysPeak, len(o.keys))
+	o.keys.add(ks)
+	o.keysPeak = max(o.keysPeak, o.keys.len())
 	return ks
 }
 
@@ -471,26 +471,22 @@ func (o *Operator) drop(w *window) {
 	}
 	ks.release(w)
 	if len(ks.wins) == 0 {
-		delete(o.keys, ks.key)
+		o.keys.remove(ks)
 		ks.live = false
 	}
 }
 
-// shrinkMin is the size below which the key map and the timer heap are not
-// reallocated to give memory back.
+// shrinkMin is the size below which the key index and the timer heap are
+// not reallocated to give memory back.
 const shrinkMin = 1024
 
-// shrink reallocates the key map and the timer heap once they hold less than
-// a quarter of their peak, because neither a Go map nor a slice gives memory
-// back on its own. The copy is paid for by the deletions since the peak.
+// shrink reallocates the key index and the timer heap once they hold less
+// than a quarter of their peak, because neither gives memory back on its
+// own. The copy is paid for by the deletions since the peak.
 func (o *Operator) shrink() {
-	if o.keysPeak >= shrinkMin && len(o.keys) < o.keysPeak/4 {
-		keys := make(map[string]*keyState, len(o.keys))
-		for k, ks := range o.keys {
-			keys[k] = ks
-		}
-		o.keys = keys
-		o.keysPeak = len(keys)
+	if o.keysPeak >= shrinkMin && o.keys.len() < o.keysPeak/4 {
+		o.keys.compact(true)
+		o.keysPeak = o.keys.len()
 	}
 	if cap(o.timers) >= shrinkMin && len(o.timers) < cap(o.timers)/4 {
 		o.timers = append(make(timerHeap, 0, 2*len(o.timers)), o.timers...)

@@ -63,12 +63,12 @@ func TestStateShrinks(t *testing.T) {
 		for i := range keys {
 			op.Add(fmt.Sprintf("r%d-k%d", round, i), round*10, []any{nil, i}, round*10-1, emit)
 		}
-		if op.Len() != keys || len(op.keys) != keys {
-			t.Fatalf("round %d: Len() = %d, %d keys; want %d", round, op.Len(), len(op.keys), keys)
+		if op.Len() != keys || op.keys.len() != keys {
+			t.Fatalf("round %d: Len() = %d, %d keys; want %d", round, op.Len(), op.keys.len(), keys)
 		}
 		op.Advance(round*10+9, emit)
-		if op.Len() != 0 || len(op.keys) != 0 {
-			t.Fatalf("round %d: Len() = %d, %d keys after the windows closed", round, op.Len(), len(op.keys))
+		if op.Len() != 0 || op.keys.len() != 0 {
+			t.Fatalf("round %d: Len() = %d, %d keys after the windows closed", round, op.Len(), op.keys.len())
 		}
 		if op.keysPeak != 0 || cap(op.timers) != 0 {
 			t.Fatalf("round %d: key map peak %d, timer heap capacity %d: memory not given back",

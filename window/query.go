@@ -5,8 +5,8 @@ package window
 // a window that has fired already. It is for looking at a key's state (the
 // entity API); it changes nothing.
 func (o *Operator) Live(key string, fn func(Result)) {
-	ks, ok := o.keys[key]
-	if !ok {
+	ks := o.keys.get(key)
+	if ks == nil {
 		return
 	}
 	for _, w := range ks.wins {

@@ -135,8 +135,8 @@ func runRandomStream(t *testing.T, rng *rand.Rand, spec Spec) {
 	op.Advance(math.MaxInt64, emit)
 	ref.advance(math.MaxInt64)
 	check("advance wm=max")
-	if op.Len() != 0 || len(op.keys) != 0 {
-		t.Fatalf("after the maximum watermark: Len() = %d, %d keys", op.Len(), len(op.keys))
+	if op.Len() != 0 || op.keys.len() != 0 {
+		t.Fatalf("after the maximum watermark: Len() = %d, %d keys", op.Len(), op.keys.len())
 	}
 	updates, late := 0, 0
 	for _, r := range history {

@@ -3,7 +3,6 @@ package window
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -90,12 +89,13 @@ const (
 // writes the header and some keys with those writes the same bytes per key.
 func (o *Operator) Encode(e *codec.Encoder) error {
 	o.EncodeHeader(e)
-	e.Int(len(o.keys))
+	keys := slices.SortedFunc(o.keys.all(), func(a, b *keyState) int { return strings.Compare(a.key, b.key) })
+	e.Int(len(keys))
 	var vals []any // reused for every distinct set
-	for _, key := range slices.Sorted(maps.Keys(o.keys)) {
-		e.String(key)
+	for _, ks := range keys {
+		e.String(ks.key)
 		var err error
-		if vals, err = o.encodeKey(e, o.keys[key], vals); err != nil {
+		if vals, err = o.encodeKey(e, ks, vals); err != nil {
 			return err
 		}
 	}
@@ -114,13 +114,16 @@ func (o *Operator) EncodeHeader(e *codec.Encoder) {
 
 // Keys yields every key the operator holds state for, in no particular
 // order (for range op.Keys). The operator must not change meanwhile.
-func (o *Operator) Keys(yield func(key string) bool) { maps.Keys(o.keys)(yield) }
+func (o *Operator) Keys(yield func(key string) bool) {
+	for ks := range o.keys.all() {
+		if !yield(ks.key) {
+			return
+		}
+	}
+}
 
 // HasKey reports whether o holds state (at least one live window) for key.
-func (o *Operator) HasKey(key string) bool {
-	_, ok := o.keys[key]
-	return ok
-}
+func (o *Operator) HasKey(key string) bool { return o.keys.get(key) != nil }
 
 // EncodeKey writes the state of one key as Encode writes it after the key's
 // string: the window count, then the windows. A key without state writes
@@ -128,7 +131,7 @@ func (o *Operator) HasKey(key string) bool {
 // (Encode never writes a key without windows). It fails only as Encode
 // does.
 func (o *Operator) EncodeKey(e *codec.Encoder, key string) error {
-	ks := o.keys[key]
+	ks := o.keys.get(key)
 	if ks == nil {
 		e.Int(0)
 		return nil
@@ -280,7 +283,7 @@ func (o *Operator) Decode(d *codec.Decoder) error {
 		return err
 	}
 	nKeys := d.Count(2 + o.minWindowBytes()) // key length, window count, one window
-	keys := make(map[string]*keyState, nKeys)
+	var keys keyIndex
 	var timers timerHeap
 	prevKey := ""
 	for i := range nKeys {
@@ -297,7 +300,7 @@ func (o *Operator) Decode(d *codec.Decoder) error {
 		if d.Err() != nil {
 			return d.Err()
 		}
-		keys[key] = ks
+		keys.add(ks)
 		timers = append(timers, ks.wins...)
 	}
 	if d.Err() != nil {
@@ -331,9 +334,14 @@ func (o *Operator) DecodeHeader(d *codec.Decoder) error {
 	if err != nil {
 		return err
 	}
-	o.replace(wm, make(map[string]*keyState), nil)
+	o.replace(wm, keyIndex{}, nil)
 	return nil
 }
+
+// Reserve makes room for n keys in all: a restore that knows how many keys
+// it may add with DecodeKey (at most n) calls it after DecodeHeader, so that
+// the key index does not grow and rehash on the way.
+func (o *Operator) Reserve(n int) { o.keys.reserve(n) }
 
 // DecodeKey reads the state of key as EncodeKey wrote it and adds it to o,
 // after DecodeHeader. It checks what Decode checks of a key's windows (their
@@ -348,7 +356,7 @@ func (o *Operator) DecodeKey(d *codec.Decoder, key string) error {
 	if err := d.Err(); err != nil {
 		return err
 	}
-	if o.keys[key] != nil {
+	if o.keys.get(key) != nil {
 		d.Fail("key %q is restored twice", key)
 		return d.Err()
 	}
@@ -359,8 +367,8 @@ func (o *Operator) DecodeKey(d *codec.Decoder, key string) error {
 	if ks == nil {
 		return nil
 	}
-	o.keys[ks.key] = ks
-	o.keysPeak = max(o.keysPeak, len(o.keys))
+	o.keys.add(ks)
+	o.keysPeak = max(o.keysPeak, o.keys.len())
 	for _, w := range ks.wins {
 		o.timers.push(w)
 	}
@@ -419,16 +427,16 @@ func (o *Operator) decodeKey(d *codec.Decoder, key string, wm int64, allowEmpty 
 
 // replace installs a decoded state: watermark wm, keys, and timers, a
 // valid heap of their windows.
-func (o *Operator) replace(wm int64, keys map[string]*keyState, timers timerHeap) {
+func (o *Operator) replace(wm int64, keys keyIndex, timers timerHeap) {
 	for i, w := range timers {
 		w.idx = i
 	}
 	o.wm = wm
-	for _, ks := range o.keys {
+	for ks := range o.keys.all() {
 		ks.live = false // Keys holding them look the key up again
 	}
 	o.keys = keys
-	o.keysPeak = len(keys) // memory accounting starts afresh, as after shrink
+	o.keysPeak = keys.len() // memory accounting starts afresh, as after shrink
 	o.timers = timers
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -280,7 +279,7 @@ type stateCoverage struct {
 // tally counts the state op was restored to.
 func (c *stateCoverage) tally(op *Operator) {
 	c.restores++
-	for _, ks := range op.keys {
+	for ks := range op.keys.all() {
 		for _, w := range ks.wins {
 			c.restoredWindows++
 			if w.fired {
@@ -415,7 +414,7 @@ func runStateDifferential(t *testing.T, rng *rand.Rand, spec Spec, aggs []Aggreg
 		}
 		s := steps[i]
 		var winsBefore int
-		if ks := b.keys[s.key]; ks != nil {
+		if ks := b.keys.get(s.key); ks != nil {
 			winsBefore = len(ks.wins)
 		}
 		noAdvance := s.wm <= b.wm
@@ -441,7 +440,7 @@ func runStateDifferential(t *testing.T, rng *rand.Rand, spec Spec, aggs []Aggreg
 			// A session element that joined two or more sessions and
 			// re-fired a fired one at once, with no watermark change in
 			// between, bridged fired sessions.
-			if ks := b.keys[s.key]; spec.Kind == Session && !s.advance && noAdvance && ks != nil &&
+			if ks := b.keys.get(s.key); spec.Kind == Session && !s.advance && noAdvance && ks != nil &&
 				len(ks.wins) < winsBefore && len(gotB) > 0 && gotB[len(gotB)-1].Update {
 				cov.bridges++
 			}
@@ -456,7 +455,7 @@ func runStateDifferential(t *testing.T, rng *rand.Rand, spec Spec, aggs []Aggreg
 	if !sameResults(gotA, gotB) {
 		t.Fatalf("advance wm=max: results differ\noriginal: %v\nrestored: %v", gotA, gotB)
 	}
-	if a.Len() != 0 || b.Len() != 0 || len(b.keys) != 0 {
+	if a.Len() != 0 || b.Len() != 0 || b.keys.len() != 0 {
 		t.Fatalf("after the maximum watermark: Len() original %d, restored %d", a.Len(), b.Len())
 	}
 }
@@ -598,9 +597,9 @@ func exerciseState(t testing.TB, op *Operator) {
 		args[i] = 1.5
 	}
 	var probes []stateStep // collected first: Add changes the windows
-	keys := slices.Sorted(maps.Keys(op.keys))
+	keys := slices.Sorted(op.Keys)
 	for _, key := range keys[:min(len(keys), 3)] {
-		wins := op.keys[key].wins
+		wins := op.keys.get(key).wins
 		for _, w := range wins[:min(len(wins), 2)] {
 			for _, t := range []int64{w.start, w.end - 1, w.end} {
 				probes = append(probes, stateStep{key: key, t: t, wm: op.wm, args: args})
@@ -613,8 +612,8 @@ func exerciseState(t testing.TB, op *Operator) {
 		p.run(op, emit)
 	}
 	op.Advance(math.MaxInt64, emit)
-	if op.Len() != 0 || len(op.keys) != 0 {
-		t.Fatalf("after the maximum watermark: Len() = %d, %d keys", op.Len(), len(op.keys))
+	if op.Len() != 0 || op.keys.len() != 0 {
+		t.Fatalf("after the maximum watermark: Len() = %d, %d keys", op.Len(), op.keys.len())
 	}
 }
 

@@ -1,0 +1,181 @@
+package window
+
+import (
+	"hash/maphash"
+	"iter"
+	"slices"
+)
+
+// keyIndex finds the state of a key by its key: a table of (hash, position)
+// slots that holds no pointer, and the states in a slice in the order they
+// were added, rather than a Go map.
+//
+// Why not a map: each of its entries holds two pointers, the key's string
+// and the state, which the collector follows for every key at every cycle,
+// although the engine reaches every state through a Key anyway. The table
+// here has none (the collector does not scan it) and the slice one per key:
+// a full collection of the engine's state costs about a sixth less CPU
+// (docs/design.md "Memory").
+//
+// The table probes linearly and deletes by backward shift, so that it has
+// no tombstones. A removed state leaves a hole in the slice, which is
+// compacted, keeping its order, once it is twice the keys held.
+type keyIndex struct {
+	states []*keyState // by position, in the order added; nil where removed
+	slots  []keySlot   // len a power of two, or 0
+	n      int         // states held
+}
+
+// keySlot is one slot of the table: empty when pos is 0.
+type keySlot struct {
+	h   uint64 // the key's hash
+	pos int32  // the state's position in states, plus one
+}
+
+// minKeySlots is the size of the table's first allocation.
+const minKeySlots = 64
+
+// keySeed seeds the hashes of every operator's keys.
+var keySeed = maphash.MakeSeed()
+
+func keyHash(key string) uint64 { return maphash.String(keySeed, key) }
+
+// len returns the number of keys held.
+func (x *keyIndex) len() int { return x.n }
+
+// get returns the state of key, or nil.
+func (x *keyIndex) get(key string) *keyState {
+	if x.n == 0 {
+		return nil
+	}
+	h := keyHash(key)
+	mask := len(x.slots) - 1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		sl := x.slots[i]
+		if sl.pos == 0 {
+			return nil
+		}
+		if sl.h == h {
+			if ks := x.states[sl.pos-1]; ks.key == key {
+				return ks
+			}
+		}
+	}
+}
+
+// add adds ks, whose key the index does not hold.
+func (x *keyIndex) add(ks *keyState) {
+	if (x.n+1)*4 > len(x.slots)*3 { // at most three quarters full
+		x.resize(max(minKeySlots, 2*len(x.slots)))
+	}
+	ks.pos = int32(len(x.states))
+	x.states = append(x.states, ks)
+	x.place(keySlot{h: keyHash(ks.key), pos: ks.pos + 1})
+	x.n++
+}
+
+// reserve makes room for n keys in all, so that an index filled with a
+// known number of keys (a restore) does not grow on the way.
+func (x *keyIndex) reserve(n int) {
+	size := max(minKeySlots, len(x.slots))
+	for n*4 > size*3 {
+		size *= 2
+	}
+	if size > len(x.slots) {
+		x.resize(size)
+	}
+	x.states = slices.Grow(x.states, max(0, n-x.n)) // new keys go at the end
+}
+
+// place puts sl in the first empty slot of its probe.
+func (x *keyIndex) place(sl keySlot) {
+	mask := len(x.slots) - 1
+	i := int(sl.h) & mask
+	for x.slots[i].pos != 0 {
+		i = (i + 1) & mask
+	}
+	x.slots[i] = sl
+}
+
+// resize rebuilds the table with size slots.
+func (x *keyIndex) resize(size int) {
+	old := x.slots
+	x.slots = make([]keySlot, size)
+	for _, sl := range old {
+		if sl.pos != 0 {
+			x.place(sl)
+		}
+	}
+}
+
+// remove removes ks, which the index holds. The slots after its slot in its
+// run move back where their probes still find them.
+func (x *keyIndex) remove(ks *keyState) {
+	mask := len(x.slots) - 1
+	i := int(keyHash(ks.key)) & mask
+	for x.slots[i].pos != ks.pos+1 {
+		i = (i + 1) & mask
+	}
+	for j := i; ; {
+		j = (j + 1) & mask
+		sl := x.slots[j]
+		if sl.pos == 0 {
+			break
+		}
+		// sl may move to the hole at i unless its probe starts after i
+		// (cyclically, in (i, j]): a lookup of it would not pass i then.
+		if home := int(sl.h) & mask; (j-home)&mask < (j-i)&mask {
+			continue
+		}
+		x.slots[i] = sl
+		i = j
+	}
+	x.slots[i] = keySlot{}
+	x.states[ks.pos] = nil
+	x.n--
+	if len(x.states) >= minKeySlots && len(x.states) >= 2*x.n {
+		x.compact(false)
+	}
+}
+
+// compact closes the holes of states, keeping its order, and renumbers the
+// table's positions; with shrink, it also gives back the memory of a slice
+// and a table sized for many more keys than are held.
+func (x *keyIndex) compact(shrink bool) {
+	states := x.states[:0]
+	if shrink {
+		states = make([]*keyState, 0, x.n)
+	}
+	for _, ks := range x.states {
+		if ks != nil {
+			ks.pos = int32(len(states))
+			states = append(states, ks)
+		}
+	}
+	if !shrink {
+		clear(x.states[len(states):]) // what moved down is held once
+	}
+	x.states = states
+	size := len(x.slots)
+	if shrink {
+		size = minKeySlots
+		for x.n*4 > size*3 {
+			size *= 2
+		}
+	}
+	x.slots = make([]keySlot, size)
+	for _, ks := range x.states {
+		x.place(keySlot{h: keyHash(ks.key), pos: ks.pos + 1})
+	}
+}
+
+// all yields every state, in the order they were added.
+func (x *keyIndex) all() iter.Seq[*keyState] {
+	return func(yield func(*keyState) bool) {
+		for _, ks := range x.states {
+			if ks != nil && !yield(ks) {
+				return
+			}
+		}
+	}
+}
