@@ -52,7 +52,7 @@
 // # Memory
 //
 // State is bounded by the live windows: a window is dropped at its cleanup
-// time, a key goes with its last window, and the key map and the timer heap
+// time, a key goes with its last window, and the key index and the timer heap
 // are reallocated when they fall below a quarter of their peak. Every live
 // window has one entry in a timer min-heap, so Advance costs O(log n) per
 // fired or dropped window and nothing per idle key, and Add on an existing

@@ -51,7 +51,7 @@ import (
 // whatever the layout of the heap, windows leave it in one order. Decode
 // rebuilds it from that order, and emission order is the original's.
 //
-// Neither is the capacity of the key map or of the timer heap (keysPeak,
+// Neither is the capacity of the key index or of the timer heap (keysPeak,
 // cap): they decide only when memory is given back, never a result.
 //
 // Decode checks what the operator relies on, not only the syntax: windows of
@@ -284,6 +284,7 @@ func (o *Operator) Decode(d *codec.Decoder) error {
 	}
 	nKeys := d.Count(2 + o.minWindowBytes()) // key length, window count, one window
 	var keys keyIndex
+	keys.reserve(nKeys)
 	var timers timerHeap
 	prevKey := ""
 	for i := range nKeys {
