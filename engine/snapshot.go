@@ -502,9 +502,12 @@ func (t *Task) restoreMerged(mg *merged) error {
 	}
 	for i, kr := range mg.keys {
 		if next := i + 2; next < len(mg.keys) {
-			// The table is large and its slots are visited at random: start
-			// loading the one a later key goes to while this one decodes.
+			// The tables are large and their slots are visited at random:
+			// start loading those a later key goes to while this one decodes.
 			t.keys.prefetchSlot(maphash.Bytes(keySeed, mg.keys[next].key))
+			for _, op := range t.windows {
+				op.PrefetchKey(bytesView(mg.keys[next].key))
+			}
 		}
 		if err := t.decodeKeyRecord(string(kr.key), kr.rec, m); err != nil {
 			return fmt.Errorf("task snapshot: key %q: %w", kr.key, err)

@@ -4,6 +4,9 @@ import (
 	"hash/maphash"
 	"iter"
 	"slices"
+	"unsafe"
+
+	"github.com/vigil-cep/vigil/internal/prefetch"
 )
 
 // keyIndex finds the state of a key by its key: a table of (hash, position)
@@ -60,6 +63,13 @@ func (x *keyIndex) get(key string) *keyState {
 				return ks
 			}
 		}
+	}
+}
+
+// prefetch starts loading the slot where a lookup of key begins.
+func (x *keyIndex) prefetch(key string) {
+	if len(x.slots) > 0 {
+		prefetch.Line(unsafe.Pointer(&x.slots[int(keyHash(key))&(len(x.slots)-1)]))
 	}
 }
 

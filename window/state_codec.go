@@ -344,6 +344,11 @@ func (o *Operator) DecodeHeader(d *codec.Decoder) error {
 // the key index does not grow and rehash on the way.
 func (o *Operator) Reserve(n int) { o.keys.reserve(n) }
 
+// PrefetchKey starts loading what DecodeKey(key) will look at first in o's
+// key index: a restore of many keys calls it a few keys ahead, so that the
+// index's cache misses overlap the decoding of the keys before.
+func (o *Operator) PrefetchKey(key string) { o.keys.prefetch(key) }
+
 // DecodeKey reads the state of key as EncodeKey wrote it and adds it to o,
 // after DecodeHeader. It checks what Decode checks of a key's windows (their
 // shape and order, that they are live and have fired as o's watermark
