@@ -115,8 +115,7 @@ func (s *Service) loadTask(ctx context.Context, p int32) (*task, []*state.Snapsh
 	t.watermark.Store(stream.MinTime)
 	chain, err := t.readChain(ctx)
 	if err != nil {
-		t.eng.Close()
-		t.closeTxns()
+		t.release()
 		return nil, nil, err
 	}
 	return t, chain, nil
@@ -128,8 +127,7 @@ func (s *Service) loadTask(ctx context.Context, p int32) (*task, []*state.Snapsh
 // goroutine. A task that fails to launch is closed.
 func (t *task) launch(ctx context.Context, chain []*state.Snapshot) error {
 	if err := t.start(ctx, chain); err != nil {
-		t.eng.Close()
-		t.closeTxns()
+		t.release()
 		return err
 	}
 	// Stagger the tasks' checkpoints over the interval: tasks that all cut
@@ -580,16 +578,21 @@ func (t *task) stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer t.eng.Close() // the next owner of the partition holds its ids now
-	defer t.closeTxns()
-
-	if t.enr != nil {
-		defer t.enr.Close()
-	}
+	defer t.release() // the next owner of the partition holds its ids now
 	if t.err != nil {
 		return t.err
 	}
 	return t.checkpoint(ctx, false)
+}
+
+// release closes what a task holds from loadTask until it ends: its
+// enrichment clients, its transactional producers and its engine.
+func (t *task) release() {
+	if t.enr != nil {
+		t.enr.Close()
+	}
+	t.closeTxns()
+	t.eng.Close()
 }
 
 // batchClock is a live task's processing time (idleness, max_future_skew):
