@@ -201,7 +201,7 @@ func BenchmarkRestoreChain(b *testing.B) {
 // turns, steadier than the wall time.
 func restoreRounds(b *testing.B, read func(task int32) ([][]byte, error), decode func(task int32, chain [][]byte) error) {
 	const tasks = 4
-	defer gctune.GCPercent(gctune.ServeGOGC)()
+	defer gctune.Serve(gctune.ServeHeapRatio)()
 	runtime.GC()
 	debug.FreeOSMemory()
 	b.ResetTimer()
