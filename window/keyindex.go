@@ -87,14 +87,20 @@ func (x *keyIndex) add(ks *keyState) {
 // reserve makes room for n keys in all, so that an index filled with a
 // known number of keys (a restore) does not grow on the way.
 func (x *keyIndex) reserve(n int) {
-	size := max(minKeySlots, len(x.slots))
-	for n*4 > size*3 {
-		size *= 2
-	}
-	if size > len(x.slots) {
+	if size := slotsFor(n); size > len(x.slots) {
 		x.resize(size)
 	}
 	x.states = slices.Grow(x.states, max(0, n-x.n)) // new keys go at the end
+}
+
+// slotsFor is the size of a table that holds n keys at most three quarters
+// full.
+func slotsFor(n int) int {
+	size := minKeySlots
+	for n*4 > size*3 {
+		size *= 2
+	}
+	return size
 }
 
 // place puts sl in the first empty slot of its probe.
@@ -150,15 +156,36 @@ func (x *keyIndex) remove(ks *keyState) {
 
 // compact closes the holes of states, keeping its order, and renumbers the
 // table's positions; with shrink, it also gives back the memory of a slice
-// and a table sized for many more keys than are held.
+// and a table sized for many more keys than are held. The slots keep their
+// hashes: no key is hashed again.
 func (x *keyIndex) compact(shrink bool) {
+	var next int32
+	for _, ks := range x.states {
+		if ks != nil {
+			ks.pos, next = next, next+1
+		}
+	}
+	old := x.slots
+	if shrink {
+		x.slots = make([]keySlot, slotsFor(x.n))
+	}
+	for i, sl := range old {
+		if sl.pos == 0 {
+			continue
+		}
+		sl.pos = x.states[sl.pos-1].pos + 1
+		if shrink {
+			x.place(sl)
+		} else {
+			old[i] = sl // same hash, same probe: the slot stays where it is
+		}
+	}
 	states := x.states[:0]
 	if shrink {
 		states = make([]*keyState, 0, x.n)
 	}
 	for _, ks := range x.states {
 		if ks != nil {
-			ks.pos = int32(len(states))
 			states = append(states, ks)
 		}
 	}
@@ -166,17 +193,6 @@ func (x *keyIndex) compact(shrink bool) {
 		clear(x.states[len(states):]) // what moved down is held once
 	}
 	x.states = states
-	size := len(x.slots)
-	if shrink {
-		size = minKeySlots
-		for x.n*4 > size*3 {
-			size *= 2
-		}
-	}
-	x.slots = make([]keySlot, size)
-	for _, ks := range x.states {
-		x.place(keySlot{h: keyHash(ks.key), pos: ks.pos + 1})
-	}
 }
 
 // all yields every state, in the order they were added.
