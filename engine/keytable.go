@@ -159,6 +159,23 @@ func (kt *keyTable) reserve(n int) {
 	}
 }
 
+// shrink reallocates the table to fit its keys once they fill less than
+// an eighth of it: a table never gives memory back on its own, and most of
+// a large task's keys may leave it at once (Cool).
+func (kt *keyTable) shrink() {
+	if len(kt.slots) <= minKeyTable || kt.n*8 >= len(kt.slots) {
+		return
+	}
+	old := kt.slots
+	kt.slots = nil
+	kt.reserve(kt.n)
+	for _, sl := range old {
+		if sl.ks != nil {
+			kt.place(sl)
+		}
+	}
+}
+
 // len is the number of keys.
 func (kt *keyTable) len() int { return kt.n }
 

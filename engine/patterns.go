@@ -23,6 +23,10 @@ type patternOp struct {
 	due  dueHeap // keys with buffered events or a partial-match deadline, by time
 	// dropped counts partial matches the cap dropped on keys since deleted.
 	dropped int64
+	// coldDropped and coldPartials are dropped and open partial matches of
+	// the keys frozen (cold.go), which op.keys does not hold meanwhile.
+	coldDropped  int64
+	coldPartials int
 }
 
 // patternKey is one key's NFA state and its event-time buffer.
@@ -331,7 +335,7 @@ func (h *dueHeap) Pop() any {
 // every key of the pattern: call it now and then, not per event.
 func (t *Task) PatternStats(fn func(pattern string, partials int, dropped int64)) {
 	for _, op := range t.patterns {
-		n, dropped := 0, op.dropped
+		n, dropped := op.coldPartials, op.dropped+op.coldDropped
 		for _, pk := range op.keys {
 			n += pk.state.Len()
 			dropped += pk.state.Dropped()

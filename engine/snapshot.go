@@ -256,9 +256,12 @@ func encodeIDEntry(e *codec.Encoder, en seen, features []byte) {
 // allKeys returns every key the task holds state for — in its own table or
 // in any operator — in increasing byte order.
 func (t *Task) allKeys() []string {
-	keys := make([]string, 0, t.keys.len())
+	keys := make([]string, 0, t.keys.len()+t.cold.len())
 	for ks := range t.keys.all() {
 		keys = append(keys, ks.key)
+	}
+	for i := range t.cold.len() { // in no operator either
+		keys = append(keys, coldView(t.cold.key(i)))
 	}
 	// A key can outlive its history in an operator (a window kept for its
 	// allowed lateness after the sweep forgot the key).
@@ -323,7 +326,14 @@ func sortKeys(keys []string) {
 // encodeKeyRecord writes key's record: its state in the task and in every
 // operator (see layoutV2); emptyRecord when it has none.
 func (t *Task) encodeKeyRecord(e *codec.Encoder, key string) error {
-	ks := t.keys.get(key, keyHash(key))
+	h := keyHash(key)
+	if t.cold.len() > 0 {
+		if i := t.cold.find(key, h); i >= 0 {
+			e.Raw(t.cold.rec(i)) // written by this function when it froze
+			return nil
+		}
+	}
+	ks := t.keys.get(key, h)
 	e.Bool(ks != nil)
 	if ks != nil {
 		t.encodeHistories(e, ks)

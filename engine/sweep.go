@@ -9,11 +9,14 @@ const sweepEvery = 60_000
 // sweepQueue finds the keys to forget without walking every key. Each key is
 // listed in the bucket of its last event time (sweepEvery wide); a key whose
 // last event time moves to a later bucket is listed again there, and its
-// entry in the earlier bucket goes stale. Once the watermark has passed a
+// entry in the earlier bucket is cleared. Once the watermark has passed a
 // bucket by the longest retention, every event of its keys is expired: the
 // sweep drops those keys. Before it, a sweep walked every key each minute of
 // event time, which cost about 5% of a replay and paused a live task for as
 // long as the walk took.
+//
+// A key knows its entry (keyState.slot), so that one leaving the task
+// another way (frozen: cold.go) leaves no pointer to its state behind.
 type sweepQueue struct {
 	buckets map[int64][]*keyState
 	order   bucketHeap // the bucket numbers in buckets
@@ -23,16 +26,17 @@ type sweepQueue struct {
 // the bucket of ts. Every key is touched when it is made, so that every key
 // is listed somewhere.
 func (q *sweepQueue) touch(ks *keyState, ts int64) {
-	if ks.listed && ts <= ks.lastTime {
+	if ks.slot > 0 && ts <= ks.lastTime {
 		return
 	}
 	ks.lastTime = max(ks.lastTime, ts)
-	ts = ks.lastTime
-	b := bucketOf(ts)
-	if b == ks.bucket && ks.listed {
-		return
+	b := bucketOf(ks.lastTime)
+	if ks.slot > 0 {
+		if b == ks.bucket {
+			return
+		}
+		q.unlist(ks)
 	}
-	ks.bucket, ks.listed = b, true
 	if q.buckets == nil {
 		q.buckets = make(map[int64][]*keyState)
 	}
@@ -40,12 +44,19 @@ func (q *sweepQueue) touch(ks *keyState, ts int64) {
 	if !ok {
 		heap.Push(&q.order, b)
 	}
+	ks.bucket, ks.slot = b, int32(len(list)+1)
 	q.buckets[b] = append(list, ks)
+}
+
+// unlist clears ks's entry, which it must have.
+func (q *sweepQueue) unlist(ks *keyState) {
+	q.buckets[ks.bucket][ks.slot-1] = nil
+	ks.slot = 0
 }
 
 // due calls drop for every key listed in a bucket that ends at or before
 // horizon (all its events are older), oldest bucket first, and forgets those
-// buckets. Stale entries are skipped.
+// buckets.
 func (q *sweepQueue) due(horizon int64, drop func(*keyState)) {
 	for len(q.order) > 0 {
 		b := q.order[0]
@@ -54,8 +65,8 @@ func (q *sweepQueue) due(horizon int64, drop func(*keyState)) {
 		}
 		heap.Pop(&q.order)
 		for _, ks := range q.buckets[b] {
-			if ks.listed && ks.bucket == b {
-				ks.listed = false
+			if ks != nil {
+				ks.slot = 0
 				drop(ks)
 			}
 		}

@@ -89,7 +89,10 @@ type Stats struct {
 	Lookups         int64 `json:"lookups"`
 	LookupFallbacks int64 `json:"lookup_fallbacks"`
 	Keys            int   `json:"keys"`
-	Watermark       int64 `json:"watermark"`
+	// ColdKeys of the Keys are frozen (Task.Cool), in ColdBytes.
+	ColdKeys  int   `json:"cold_keys,omitempty"`
+	ColdBytes int   `json:"cold_bytes,omitempty"`
+	Watermark int64 `json:"watermark"`
 }
 
 // Task runs a ruleset over the records of one task: partition p of every
@@ -108,22 +111,28 @@ type Task struct {
 	// arrival says Process sets vt to each record's Arrival (ArrivalTime).
 	arrival bool
 
-	keys      keyTable
-	seen      []*seenIDs // per stream; nil for streams without ids
-	ids       *IDIndex   // shared with the process's other tasks (SharedIDs); nil: none
-	part      int32      // the task's partition, in ids
-	windows   []*window.Operator
-	fire      []func(window.Result) // per window, built once
-	args      [][]any               // per window, scratch
-	patterns  []*patternOp
-	matchFn   []func(cep.Match)   // per pattern, built once
-	timeoutFn []func(cep.Timeout) // per pattern, built once
-	patKey    string              // the key whose NFA is running
-	joins     []*joinOp
-	joinKey   string    // the key whose join is probing
-	seq       uint64    // arrival order of pattern events
-	cur       *keyState // the key whose event is being decided, for history()
-	curTime   int64
+	keys keyTable
+	// Frozen keys (cold.go): their records, a scratch buffer to encode one,
+	// the layout a thaw decodes with, and where Cool goes on from.
+	cold       coldKeys
+	coldBuf    []byte
+	coldLayout *layoutMap
+	coolAt     int
+	seen       []*seenIDs // per stream; nil for streams without ids
+	ids        *IDIndex   // shared with the process's other tasks (SharedIDs); nil: none
+	part       int32      // the task's partition, in ids
+	windows    []*window.Operator
+	fire       []func(window.Result) // per window, built once
+	args       [][]any               // per window, scratch
+	patterns   []*patternOp
+	matchFn    []func(cep.Match)   // per pattern, built once
+	timeoutFn  []func(cep.Timeout) // per pattern, built once
+	patKey     string              // the key whose NFA is running
+	joins      []*joinOp
+	joinKey    string    // the key whose join is probing
+	seq        uint64    // arrival order of pattern events
+	cur        *keyState // the key whose event is being decided, for history()
+	curTime    int64
 	// guard, when set, sees the rule evaluations (guard.go); onStopped hears
 	// of a rule it stopped, which the task then skips (quarantined).
 	guard       *rules.Guard
@@ -172,10 +181,10 @@ type Task struct {
 // rather than the 352 that three slice headers of its own and two-slice
 // histories made it.
 type keyState struct {
-	lastTime int64  // set through sweepQueue.touch
-	bucket   int64  // the sweep queue bucket that lists it, when listed
-	stamp    uint32 // the Task.epoch in which it was last touched (cut.go); in listed's padding
-	listed   bool
+	lastTime int64                    // set through sweepQueue.touch
+	bucket   int64                    // the sweep queue bucket that lists it, when listed
+	stamp    uint32                   // the Task.epoch in which it was last touched (cut.go)
+	slot     int32                    // its index in its bucket's list, plus one; 0 when in none
 	own      [keyStreams]history      // per stream, the first ones; empty for streams that keep none
 	ownWins  [keyWindows]window.Key   // per window, the first ones: the key's state there
 	ownPats  [keyPatterns]*patternKey // per pattern, the first ones: a handle on the key's state there (patternOp.handle)
@@ -323,12 +332,13 @@ func (t *Task) Stats() Stats {
 	n, _ := t.ev.ConditionErrors()
 	s.RuleErrors += n
 	for _, op := range t.patterns {
-		s.PartialsDropped += op.dropped
+		s.PartialsDropped += op.dropped + op.coldDropped
 		for _, pk := range op.keys {
 			s.PartialsDropped += pk.state.Dropped()
 		}
 	}
-	s.Keys = t.keys.len()
+	s.Keys = t.keys.len() + t.cold.len()
+	s.ColdKeys, s.ColdBytes = t.cold.len(), t.cold.bytes()
 	s.Watermark = t.wm
 	return s
 }
@@ -584,6 +594,12 @@ func (t *Task) keyState(key string, h uint64) *keyState {
 	if ks != nil && ks.stamp == t.epoch {
 		return ks
 	}
+	if ks == nil && t.cold.len() > 0 {
+		if i := t.cold.find(key, h); i >= 0 {
+			t.thaw(i)
+			ks = t.keys.get(key, h)
+		}
+	}
 	if ks == nil {
 		// touch first: a pending cut may still have to encode the key's
 		// state elsewhere (its windows, its pattern) as it was without
@@ -711,6 +727,7 @@ func (t *Task) advance(wm int64) {
 	if wm <= t.wm {
 		return
 	}
+	t.thawDue(wm)         // before any operator acts on a key on its own
 	t.advancePatterns(wm) // before t.wm moves: see advancePatterns
 	t.wm = wm
 	for _, jo := range t.joins {

@@ -276,6 +276,41 @@ func (o *Operator) Advance(wm int64) {
 	o.shrink()
 }
 
+// NextDue returns the earliest watermark at which Advance drops elements
+// of key (their due, plus one: Advance drops below the watermark), or
+// math.MaxInt64 when it holds nothing for key.
+func (o *Operator) NextDue(key string) int64 {
+	at := int64(math.MaxInt64)
+	if ks := o.keys[key]; ks != nil {
+		for side := range ks.sides {
+			if b := &ks.sides[side]; b.idx >= 0 && b.due < at {
+				at = b.due + 1 // b.due < MaxInt64: at is MaxInt64 until here
+			}
+		}
+	}
+	return at
+}
+
+// RemoveKey forgets key's buffers without reporting anything. It is for a
+// caller that keeps the state elsewhere meanwhile (EncodeKey) and gives it
+// back with DecodeKey before the watermark reaches NextDue, and before the
+// key's next element.
+func (o *Operator) RemoveKey(key string) {
+	ks := o.keys[key]
+	if ks == nil {
+		return
+	}
+	for side := range ks.sides {
+		b := &ks.sides[side]
+		if b.idx >= 0 {
+			heap.Remove(&o.due, b.idx)
+		}
+		o.n -= len(b.live())
+	}
+	delete(o.keys, key)
+	o.shrink()
+}
+
 // Watch sets fn (nil: none) to be called with a key before the Operator
 // changes the key's state on its own, that is in Advance: before it drops
 // elements of the key, and so before it forgets the key. It is what an

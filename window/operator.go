@@ -476,6 +476,39 @@ func (o *Operator) drop(w *window) {
 	}
 }
 
+// NextTimer returns the earliest watermark at which the operator changes
+// key's state on its own (fires or drops one of its windows in Advance), or
+// math.MaxInt64 when it holds no state for key.
+func (o *Operator) NextTimer(key string) int64 {
+	at := int64(math.MaxInt64)
+	if ks := o.keys.get(key); ks != nil {
+		for _, w := range ks.wins {
+			at = min(at, w.at)
+		}
+	}
+	return at
+}
+
+// RemoveKey forgets key's state without firing or reporting anything. It is
+// for a caller that keeps the state elsewhere meanwhile (EncodeKey) and
+// gives it back with DecodeKey before the watermark reaches NextTimer, and
+// before the key's next element: the operator then goes on exactly as if
+// it had kept the state (the timer heap orders windows strictly, so where
+// they were pushed changes no firing).
+func (o *Operator) RemoveKey(key string) {
+	ks := o.keys.get(key)
+	if ks == nil {
+		return
+	}
+	for _, w := range ks.wins {
+		o.timers.remove(w.idx)
+	}
+	ks.wins = nil
+	o.keys.remove(ks)
+	ks.live = false
+	o.shrink()
+}
+
 // shrinkMin is the size below which the key index and the timer heap are
 // not reallocated to give memory back.
 const shrinkMin = 1024
