@@ -159,13 +159,11 @@ func (t *task) checkpoint(ctx context.Context, background bool) error {
 // its checkpoint is saved on a goroutine of its own.
 func (t *task) stepCut() {
 	if t.ckpt.cut == nil {
+		t.coolStep()
 		return
 	}
 	if !t.eng.Step(cutSlice) {
-		select {
-		case t.stepSig <- struct{}{}:
-		default:
-		}
+		t.signalStep()
 		return
 	}
 	pc := t.ckpt.cut

@@ -47,6 +47,11 @@ type Config struct {
 	// (docs/performance.md).
 	CheckpointMaxChanges int
 	Checkpoints          string // the store: CheckpointsDir (default) or CheckpointsKafka
+	// FreezeIdle is how long a key goes unchanged (at most twice it)
+	// before its task keeps it as its checkpoint record, which the
+	// collector does not scan, until it is next used (cool.go); 0 takes
+	// the default, a negative duration never freezes a key.
+	FreezeIdle time.Duration
 	// Delivery is AtLeastOnce (the default) or ExactlyOnce, which needs
 	// the Kafka store: each checkpoint is committed in one transaction
 	// with the outputs before it (txn.go). Under ExactlyOnce a zero
@@ -81,6 +86,7 @@ var DefaultConfig = Config{
 	CheckpointBaseEvery:  20,
 	CheckpointMaxChanges: 1 << 19,
 	Checkpoints:          CheckpointsDir,
+	FreezeIdle:           30 * time.Second,
 	Delivery:             AtLeastOnce,
 	SessionTimeout:       10 * time.Second,
 	DataDir:              "vigil-data",
@@ -134,6 +140,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.CheckpointKeep <= 0 {
 		c.CheckpointKeep = d.CheckpointKeep
+	}
+	if c.FreezeIdle == 0 {
+		c.FreezeIdle = d.FreezeIdle
 	}
 	if c.Checkpoints == "" {
 		c.Checkpoints = d.Checkpoints

@@ -43,6 +43,7 @@ type task struct {
 	ckpt     ckptState     // the checkpoint chain and the cut in progress (checkpoint.go)
 	cutCost  time.Duration // how long the last cut took, from the cut to its last record encoded (checkpointDue)
 	stepSig  chan struct{}
+	cool     cooling // freezing idle keys (cool.go)
 
 	switchRS  atomic.Pointer[rules.Ruleset] // a version to switch to before the next event
 	switchSig chan struct{}
@@ -205,6 +206,7 @@ func (t *task) use(rs *rules.Ruleset, data []byte) error {
 		t.enr.Close()
 	}
 	t.rs, t.eng, t.enr = rs, eng, enr
+	t.cool = cooling{start: time.Now()} // the epochs were the last task's
 	t.running.Store(rs)
 	t.byTopic = make(map[string]int)
 	for _, st := range rs.Streams {
@@ -364,6 +366,7 @@ func (t *task) run() {
 					return
 				}
 			}
+			t.startCool()
 		case <-t.quit:
 			return
 		}

@@ -43,6 +43,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Delivery, "delivery", d.Delivery, "at-least-once (an output may be written again after a crash, identical) or exactly-once (each task's outputs and checkpoint in one Kafka transaction: read_committed consumers see each output once; needs --checkpoints kafka, the default then)")
 	fs.IntVar(&cfg.CheckpointKeep, "checkpoint-keep", d.CheckpointKeep, "checkpoint chains (a base and its deltas) kept per task: a corrupt newest one falls back to the previous")
 	fs.StringVar(&cfg.Checkpoints, "checkpoints", "", "checkpoint store: dir (files under --data-dir) or kafka (the checkpoints topic, which lets any instance of the group restore any task); default kafka with --brokers, dir without")
+	freezeIdle := fs.Duration("freeze-idle", d.FreezeIdle, "a key unchanged this long (at most twice it) is kept as its checkpoint record, which the collector does not scan, until it is next used: less collector work at many idle keys, a few microseconds to use one again; 0: never")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", d.SessionTimeout, "how long the group waits for a silent instance before moving its partitions")
 	fs.IntVar(&cfg.QueueBatches, "queue-batches", d.QueueBatches, "fetched batches queued per task before its partitions pause")
 	fs.IntVar(&cfg.MaxBufferedRecords, "max-buffered-records", d.MaxBufferedRecords, "unacknowledged output records before tasks wait")
@@ -93,6 +94,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// Under 1 the limit would sit below the state itself, and the
 		// collector would run without end.
 		return fmt.Errorf("--heap-ratio %g: give 0 (off) or a multiple above 1", r)
+	}
+	switch f := *freezeIdle; {
+	case f < 0:
+		return fmt.Errorf("--freeze-idle %s: give 0 (never) or a positive duration", f)
+	case f == 0:
+		cfg.FreezeIdle = -1 // kafka.Config: never
+	default:
+		cfg.FreezeIdle = f
 	}
 	if cfg.Delivery == kafka.ExactlyOnce {
 		// Checkpoint flags left at their at-least-once defaults take
