@@ -9,7 +9,7 @@ import (
 	"github.com/vigil-cep/vigil/stream"
 )
 
-// Cold keys (docs/design.md "Memory").
+// Cold keys (docs/design.md "Idle keys, kept as their records").
 //
 // A key no checkpoint interval has changed for a while is kept as its
 // checkpoint record (encodeKeyRecord) in large byte chunks that hold no

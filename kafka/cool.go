@@ -12,10 +12,10 @@ type cooling struct {
 }
 
 // startCool begins a pass once Config.FreezeIdle has gone by since the
-// last one began, which freezes the keys no change has touched since the
-// pass before began (engine.Task.Cool, docs/design.md "Memory"): idle at
-// least that long, at most twice; the task's loop runs it a slice at a time (coolStep). The task's
-// tick calls it.
+// last one began. It freezes the keys no change has touched since the pass
+// before began, idle at least that long and at most twice (engine.Task.Cool,
+// docs/design.md "Idle keys, kept as their records"); the task's loop runs
+// it a slice at a time (coolStep). The task's tick calls it.
 func (t *task) startCool() {
 	c := &t.cool
 	if c.active {
