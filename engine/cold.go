@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -62,6 +64,9 @@ type coldEntry struct {
 	klen  int32
 	rlen  int32
 	heap  int32 // its position in wakes, or -1
+	// counted says its patterns' partial matches and drops are in the
+	// operators' cold counts: frozen by the task, not restored frozen.
+	counted bool
 }
 
 // coldChunk is the size of a chunk; a larger record has one of its own.
@@ -102,7 +107,7 @@ func (c *coldKeys) find(key string, h uint64) int {
 }
 
 // put adds key (hash h), which c does not hold, with its record.
-func (c *coldKeys) put(key string, h uint64, rec []byte, wake int64) {
+func (c *coldKeys) put(key string, h uint64, rec []byte, wake int64, counted bool) {
 	if c.garbage > c.live && c.garbage >= 4*coldChunk {
 		c.compact()
 	}
@@ -113,7 +118,7 @@ func (c *coldKeys) put(key string, h uint64, rec []byte, wake int64) {
 	c.live += n
 	i := len(c.ents)
 	c.ents = append(c.ents, coldEntry{h: h, wake: wake, chunk: int32(chunk), off: int32(off),
-		klen: int32(len(key)), rlen: int32(len(rec)), heap: -1})
+		klen: int32(len(key)), rlen: int32(len(rec)), heap: -1, counted: counted})
 	if (len(c.ents))*4 > len(c.slots)*3 {
 		c.resize(max(minKeyTable, 2*len(c.slots)))
 	} else {
@@ -147,6 +152,20 @@ func (c *coldKeys) compact() {
 		chunk, off := c.room(n)
 		c.chunks[chunk] = append(c.chunks[chunk], old[en.chunk][en.off:int(en.off)+n]...)
 		en.chunk, en.off = int32(chunk), int32(off)
+	}
+}
+
+// reserve makes room for n more keys, so that a restore that adds them
+// does not grow the table on the way.
+func (c *coldKeys) reserve(n int) {
+	n += len(c.ents)
+	c.ents = slices.Grow(c.ents, n-len(c.ents))
+	size := max(minKeyTable, len(c.slots))
+	for n*4 > size*3 {
+		size *= 2
+	}
+	if size > len(c.slots) {
+		c.resize(size)
 	}
 }
 
@@ -312,7 +331,7 @@ func (t *Task) freeze(ks *keyState) {
 	}
 	h := keyHash(key)
 	t.keys.delete(ks)
-	t.cold.put(key, h, t.coldBuf, wake)
+	t.cold.put(key, h, t.coldBuf, wake, true)
 }
 
 // wake returns the first watermark at which the task would change the state
@@ -338,11 +357,61 @@ func (t *Task) wake(ks *keyState) int64 {
 	return wake
 }
 
+// recordWake returns the wake of the key whose record (written under
+// layout m) is rec, read without decoding it: the sweep's from its last
+// event time, a pattern's due time, and for its windows the first one's end
+// (less one), at or before every window's timer (armed at end-1, cleaned up
+// later). It reports false for a record with join state, whose wake it
+// would have to decode, and for one it cannot read.
+func (t *Task) recordWake(rec []byte, m *layoutMap) (int64, bool) {
+	d := codec.NewDecoder(rec)
+	wake := stream.MaxTime
+	if d.Bool() {
+		last := d.Varint()
+		wake = stream.AddSat(stream.AddSat(bucketOf(last)*sweepEvery, sweepEvery), t.maxRetain)
+		for range d.Count(2) {
+			si := d.Int()
+			if si >= len(m.streams) {
+				return 0, false
+			}
+			for range d.Count(4) {
+				readEntry(d, m.streams[si].fields, -1)
+			}
+		}
+	}
+	for range d.Count(2) {
+		d.Int()
+		w := codec.NewDecoder(d.View())
+		if w.Count(1) > 0 {
+			start, length := w.Varint(), w.Uvarint()
+			if w.Err() != nil || length > uint64(math.MaxInt64) {
+				return 0, false
+			}
+			wake = min(wake, stream.AddSat(start, int64(length)-1))
+		}
+	}
+	for range d.Count(2) {
+		d.Int()
+		p := codec.NewDecoder(d.View())
+		p.Varint() // the clock
+		due := p.Varint()
+		if p.Err() != nil {
+			return 0, false
+		}
+		wake = min(wake, due)
+	}
+	if d.Count(2) > 0 || d.Finish() != nil {
+		return 0, false
+	}
+	return wake, true
+}
+
 // thaw puts the state of the frozen key of entry i back, as a restore does,
 // untouched since the last cut as far as tracking goes.
 func (t *Task) thaw(i int) {
 	key := string(t.cold.key(i))
 	rec := t.cold.rec(i) // stays valid: chunks are only appended to
+	counted := t.cold.ents[i].counted
 	t.cold.remove(i)
 	if t.coldLayout == nil {
 		m, err := t.readLayout(t.layout())
@@ -352,19 +421,54 @@ func (t *Task) thaw(i int) {
 		t.coldLayout = m
 	}
 	if err := t.decodeKeyRecord(key, rec, t.coldLayout); err != nil {
-		// The task wrote the record itself a moment ago: a bug, not input.
-		panic(fmt.Sprintf("engine: thawing key %q: %v", key, err))
+		// A record restored frozen that does not decode: its checkpoint
+		// passed its checksum, so it was written so (a bug, or a file made
+		// to). What of it was decoded goes too, and the loss is counted
+		// (Stats.ThawErrors), rather than the task stopping.
+		t.forget(key)
+		t.stats.ThawErrors++
+		t.lastThawError = fmt.Errorf("key %q: %w", key, err)
+		return
 	}
 	if ks := t.keys.get(key, keyHash(key)); ks != nil {
 		ks.stamp = t.epoch - 1 // its next change is one since the cut (touch)
 	}
-	for _, op := range t.patterns {
-		if pk := op.keys[key]; pk != nil {
-			op.coldDropped -= pk.state.Dropped()
-			op.coldPartials -= pk.state.Len()
+	if counted {
+		for _, op := range t.patterns {
+			if pk := op.keys[key]; pk != nil {
+				op.coldDropped -= pk.state.Dropped()
+				op.coldPartials -= pk.state.Len()
+			}
 		}
 	}
 }
+
+// forget drops what the task and its operators hold of key, as freeze does
+// but keeping nothing.
+func (t *Task) forget(key string) {
+	for _, op := range t.windows {
+		op.RemoveKey(key)
+	}
+	for _, op := range t.patterns {
+		if pk := op.keys[key]; pk != nil {
+			pk.live, pk.due = false, stream.MaxTime
+			delete(op.keys, key)
+		}
+	}
+	for _, jo := range t.joins {
+		jo.op.RemoveKey(key)
+	}
+	if ks := t.keys.get(key, keyHash(key)); ks != nil {
+		if ks.slot > 0 {
+			t.idle.unlist(ks)
+		}
+		t.keys.delete(ks)
+	}
+}
+
+// ThawError returns the last error of a frozen key that could not be
+// thawed (Stats.ThawErrors counts them), or nil.
+func (t *Task) ThawError() error { return t.lastThawError }
 
 // thawKey thaws key (hash h) if it is frozen.
 func (t *Task) thawKey(key string, h uint64) {

@@ -492,7 +492,8 @@ func (t *Task) NeedsBase() bool { return t.needBase }
 
 // restoreMerged loads a merged chain.
 func (t *Task) restoreMerged(mg *merged) error {
-	if !bytes.Equal(mg.layout, t.layout()) {
+	sameLayout := bytes.Equal(mg.layout, t.layout())
+	if !sameLayout {
 		t.needBase = true
 	}
 	m, err := t.readLayout(mg.layout)
@@ -505,6 +506,22 @@ func (t *Task) restoreMerged(mg *merged) error {
 	}
 	if err := t.restoreIDs(mg, m); err != nil {
 		return err
+	}
+	if sameLayout {
+		// Written by this layout: every key restores frozen, as its record
+		// (cold.go), and thaws when used; a restore then reads and indexes
+		// the records, and builds no key's state.
+		t.coldLayout = m
+		t.cold.reserve(len(mg.keys))
+		var hot []keyRecord
+		for _, kr := range mg.keys {
+			if wake, ok := t.recordWake(kr.rec, m); ok {
+				t.cold.put(bytesView(kr.key), maphash.Bytes(keySeed, kr.key), kr.rec, wake, false)
+			} else {
+				hot = append(hot, kr) // decoded below: it has join state, or is corrupt
+			}
+		}
+		mg.keys = hot
 	}
 	t.keys.reserve(len(mg.keys))
 	for _, op := range t.windows {

@@ -47,5 +47,15 @@ func FuzzRestore(f *testing.F) {
 		if !bytes.Equal(snap, again) {
 			t.Fatal("the snapshot changed through a restore")
 		}
+		// Keys restore frozen, unread: every one thaws at the maximum
+		// watermark, and one that does not decode is counted, not a crash.
+		c := newRunner(t, rs)
+		if err := c.task.Restore(data); err != nil {
+			t.Fatalf("restores once, not twice: %v", err)
+		}
+		c.task.Finish()
+		if s := c.task.Stats(); s.ColdKeys != 0 || (s.ThawErrors > 0) != (c.task.ThawError() != nil) {
+			t.Fatalf("after the maximum watermark: %d keys frozen, %d thaw errors (last: %v)", s.ColdKeys, s.ThawErrors, c.task.ThawError())
+		}
 	})
 }

@@ -89,6 +89,9 @@ type Stats struct {
 	Lookups         int64 `json:"lookups"`
 	LookupFallbacks int64 `json:"lookup_fallbacks"`
 	Keys            int   `json:"keys"`
+	// ThawErrors counts frozen keys whose record did not decode: their
+	// state is lost (Task.ThawError says why).
+	ThawErrors int64 `json:"thaw_errors,omitempty"`
 	// ColdKeys of the Keys are frozen (Task.Cool), in ColdBytes.
 	ColdKeys  int   `json:"cold_keys,omitempty"`
 	ColdBytes int   `json:"cold_bytes,omitempty"`
@@ -118,21 +121,23 @@ type Task struct {
 	coldBuf    []byte
 	coldLayout *layoutMap
 	coolAt     int
-	seen       []*seenIDs // per stream; nil for streams without ids
-	ids        *IDIndex   // shared with the process's other tasks (SharedIDs); nil: none
-	part       int32      // the task's partition, in ids
-	windows    []*window.Operator
-	fire       []func(window.Result) // per window, built once
-	args       [][]any               // per window, scratch
-	patterns   []*patternOp
-	matchFn    []func(cep.Match)   // per pattern, built once
-	timeoutFn  []func(cep.Timeout) // per pattern, built once
-	patKey     string              // the key whose NFA is running
-	joins      []*joinOp
-	joinKey    string    // the key whose join is probing
-	seq        uint64    // arrival order of pattern events
-	cur        *keyState // the key whose event is being decided, for history()
-	curTime    int64
+	// lastThawError is why the last frozen key that could not thaw did not.
+	lastThawError error
+	seen          []*seenIDs // per stream; nil for streams without ids
+	ids           *IDIndex   // shared with the process's other tasks (SharedIDs); nil: none
+	part          int32      // the task's partition, in ids
+	windows       []*window.Operator
+	fire          []func(window.Result) // per window, built once
+	args          [][]any               // per window, scratch
+	patterns      []*patternOp
+	matchFn       []func(cep.Match)   // per pattern, built once
+	timeoutFn     []func(cep.Timeout) // per pattern, built once
+	patKey        string              // the key whose NFA is running
+	joins         []*joinOp
+	joinKey       string    // the key whose join is probing
+	seq           uint64    // arrival order of pattern events
+	cur           *keyState // the key whose event is being decided, for history()
+	curTime       int64
 	// guard, when set, sees the rule evaluations (guard.go); onStopped hears
 	// of a rule it stopped, which the task then skips (quarantined).
 	guard       *rules.Guard

@@ -44,6 +44,7 @@ type task struct {
 	cutCost  time.Duration // how long the last cut took, from the cut to its last record encoded (checkpointDue)
 	stepSig  chan struct{}
 	cool     cooling // freezing idle keys (cool.go)
+	thawErr  error   // the last engine.Task.ThawError logged
 
 	switchRS  atomic.Pointer[rules.Ruleset] // a version to switch to before the next event
 	switchSig chan struct{}
@@ -551,6 +552,10 @@ func (t *task) reportGauges() {
 		d := now - t.reported[key]
 		t.reported[key] = now
 		return d
+	}
+	if err := t.eng.ThawError(); err != nil && err != t.thawErr {
+		t.thawErr = err
+		t.s.log.Error("a frozen key's checkpoint record did not decode: its state is lost", "task", t.part, "err", err)
 	}
 	t.eng.PatternStats(func(p string, partials int, dropped int64) {
 		m.PartialMatches(p, delta("partials/"+p, int64(partials)))
