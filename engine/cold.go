@@ -301,14 +301,25 @@ func (c *coldKeys) removeWake(i int) {
 	}
 }
 
+// warmLead (Task.warmLead; tests set less) is how far ahead of the watermark a frozen key's wake may be
+// for Warm to thaw it, and how close to it a key's wake keeps it from
+// freezing: a minute of event time, in which a live stream's keys due at
+// one time (a tumbling window's end: every key that paid in the hour) thaw
+// a slice at a time rather than all at once when the watermark gets there.
+const warmLead = 60_000
+
 // freeze moves the state of ks's key out of the task and its operators into
-// t.cold, as its record.
-func (t *Task) freeze(ks *keyState) {
+// t.cold, as its record, unless its wake is within warmLead of the
+// watermark (it reports whether it froze the key).
+func (t *Task) freeze(ks *keyState) bool {
 	key := ks.key
 	wake := t.wake(ks)
+	if wake <= stream.AddSat(t.wm, t.warmLead) {
+		return false
+	}
 	e := codec.NewEncoder(t.coldBuf[:0])
 	if err := t.encodeKeyRecord(e, key); err != nil {
-		return // an event value the codec cannot write: the key stays as it is
+		return false // an event value the codec cannot write: the key stays as it is
 	}
 	t.coldBuf = e.Bytes()
 	for _, op := range t.windows {
@@ -332,6 +343,7 @@ func (t *Task) freeze(ks *keyState) {
 	h := keyHash(key)
 	t.keys.delete(ks)
 	t.cold.put(key, h, t.coldBuf, wake, true)
+	return true
 }
 
 // wake returns the first watermark at which the task would change the state
@@ -524,15 +536,34 @@ func (t *Task) Cool(budget time.Duration, epoch uint32) bool {
 		}
 		// A freeze deletes from the table by backward shift, which may
 		// move a later key into this slot: look at it again then.
-		ks := slots[t.coolAt].ks
-		if ks != nil && int32(epoch-ks.stamp) > 0 {
-			t.freeze(ks)
-			if t.keys.slots[t.coolAt].ks != ks {
-				continue
-			}
+		if ks := slots[t.coolAt].ks; ks != nil && int32(epoch-ks.stamp) > 0 && t.freeze(ks) {
+			continue // the slot now holds another key, or none
 		}
 		t.coolAt++
 	}
+}
+
+// Warm thaws, for about budget (0 or less: all of them), the frozen keys
+// whose wake is within warmLead of the watermark, and reports whether none
+// is left. A driver calls it a slice at a time between batches while
+// Warming says there are some.
+func (t *Task) Warm(budget time.Duration) bool {
+	start := time.Now()
+	for n := 0; ; n++ {
+		i := t.cold.due(stream.AddSat(t.wm, t.warmLead))
+		if i < 0 || t.wm == stream.MinTime {
+			return true
+		}
+		if budget > 0 && n%16 == 15 && time.Since(start) >= budget {
+			return false
+		}
+		t.thaw(i)
+	}
+}
+
+// Warming reports whether Warm has keys to thaw.
+func (t *Task) Warming() bool {
+	return t.wm != stream.MinTime && t.cold.due(stream.AddSat(t.wm, t.warmLead)) >= 0
 }
 
 // Cold returns how many keys are frozen, and the bytes they take.

@@ -74,6 +74,7 @@ func checkCold(t *testing.T, rs *rules.Ruleset, lines []string, seed uint64, p f
 	a, b := newRunner(t, rs), newRunner(t, rs)
 	a.task.Track()
 	b.task.Track()
+	b.task.warmLead = 0 // freeze keys however soon they wake: the golden cases span seconds
 	var ca, cb *Cut
 	froze := 0
 	for i := range lines {
@@ -156,10 +157,13 @@ func freezeSome(task *Task, rng *rand.Rand, p float64) int {
 			some = append(some, ks)
 		}
 	}
+	n := 0
 	for _, ks := range some {
-		task.freeze(ks)
+		if task.freeze(ks) {
+			n++
+		}
 	}
-	return len(some)
+	return n
 }
 
 // TestCool: Cool freezes the keys no change has touched since the epoch it
@@ -173,6 +177,7 @@ func TestCool(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	r := newRunner(t, rs)
 	r.task.Track()
+	r.task.warmLead = 0
 	r.feed(lines[:2000], 0)
 	cut := func() {
 		if _, err := r.task.Cut(); err != nil {
@@ -305,5 +310,55 @@ func TestThawError(t *testing.T) {
 	s := b.task.Stats()
 	if s.ThawErrors != 1 || b.task.ThawError() == nil || s.ColdKeys != 0 {
 		t.Fatalf("after one record broken: %d thaw errors (%v), %d keys frozen", s.ThawErrors, b.task.ThawError(), s.ColdKeys)
+	}
+}
+
+// TestWarm: Warm thaws the frozen keys whose wake is within the lead of the
+// watermark, and only those; a key that wakes that soon does not freeze.
+func TestWarm(t *testing.T) {
+	rs := loadRuleset(t, "../examples/fraud.yaml")
+	var buf bytes.Buffer
+	if _, err := workload.Generate(&buf, workload.Config{Users: 200, Events: 3000, Seed: 9}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	a := newRunner(t, rs)
+	a.feed(lines, 0)
+	snap, err := a.task.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newRunner(t, rs)
+	if err := b.task.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	frozen := b.task.cold.len()
+	if b.task.Warming() || !b.task.Warm(0) || b.task.cold.len() != frozen {
+		t.Fatalf("keys thawed an hour before their window ends: %d of %d left", b.task.cold.len(), frozen)
+	}
+	// A lead before the median wake (patterns' deadlines, the hour's end).
+	var wakes []int64
+	for i := range b.task.cold.len() {
+		wakes = append(wakes, b.task.cold.ents[i].wake)
+	}
+	slices.Sort(wakes)
+	b.task.wm = wakes[len(wakes)/2] - warmLead
+	if !b.task.Warming() {
+		t.Fatal("no key to warm a lead before the median wake")
+	}
+	for !b.task.Warm(time.Nanosecond) {
+	}
+	for i := range b.task.cold.len() {
+		if w := b.task.cold.ents[i].wake; w <= b.task.wm+warmLead {
+			t.Fatalf("a key waking at %d left frozen at watermark %d", w, b.task.wm)
+		}
+	}
+	if b.task.cold.len() == frozen {
+		t.Fatal("Warm thawed nothing")
+	}
+	for ks := range b.task.keys.all() {
+		if b.task.freeze(ks) {
+			t.Fatalf("key %q froze though it wakes within the lead", ks.key)
+		}
 	}
 }

@@ -121,6 +121,7 @@ type Task struct {
 	coldBuf    []byte
 	coldLayout *layoutMap
 	coolAt     int
+	warmLead   int64 // warmLead
 	// lastThawError is why the last frozen key that could not thaw did not.
 	lastThawError error
 	seen          []*seenIDs // per stream; nil for streams without ids
@@ -282,7 +283,7 @@ func (c *eventClock) Now() int64 { return c.now }
 // NewTask builds a task for rs; emit receives every output.
 func NewTask(rs *rules.Ruleset, emit func(Output), opts ...Option) (*Task, error) {
 	vt := &eventClock{now: stream.MinTime}
-	t := &Task{rs: rs, emit: emit, clock: vt, vt: vt, wm: stream.MinTime, index: -1}
+	t := &Task{rs: rs, emit: emit, clock: vt, vt: vt, wm: stream.MinTime, index: -1, warmLead: warmLead}
 	for _, o := range opts {
 		o.apply(t)
 	}

@@ -17,6 +17,9 @@ type cooling struct {
 // docs/design.md "Idle keys, kept as their records"); the task's loop runs
 // it a slice at a time (coolStep). The task's tick calls it.
 func (t *task) startCool() {
+	if t.eng.Warming() {
+		t.signalStep() // frozen keys wake soon: coolStep thaws them ahead
+	}
 	c := &t.cool
 	if c.active {
 		t.signalStep() // a cut may have taken the loop's slices meanwhile
@@ -33,10 +36,17 @@ func (t *task) startCool() {
 	t.signalStep()
 }
 
-// coolStep freezes keys for a slice of the going pass, if any, and asks
-// the loop for another slice until the pass is through. A cut in progress
-// goes first (stepCut).
+// coolStep thaws the frozen keys that wake within a minute of event time
+// (engine.Task.Warm), so that keys due at one time (every key's window at
+// the end of an hour) do not all thaw in the one advance that reaches it;
+// then it freezes keys for a slice of the going pass, if any. It asks the
+// loop for another slice until both are through. A cut in progress goes
+// first (stepCut).
 func (t *task) coolStep() {
+	if t.eng.Warming() && !t.eng.Warm(cutSlice) {
+		t.signalStep()
+		return
+	}
 	c := &t.cool
 	if !c.active {
 		return
