@@ -392,7 +392,9 @@ func (t *Task) recordWake(rec []byte, m *layoutMap) (int64, bool) {
 		}
 	}
 	for range d.Count(2) {
-		d.Int()
+		if d.Int() >= len(m.windows) {
+			return 0, false
+		}
 		w := codec.NewDecoder(d.View())
 		if w.Count(1) > 0 {
 			start, length := w.Varint(), w.Uvarint()
@@ -403,7 +405,9 @@ func (t *Task) recordWake(rec []byte, m *layoutMap) (int64, bool) {
 		}
 	}
 	for range d.Count(2) {
-		d.Int()
+		if d.Int() >= len(m.patterns) {
+			return 0, false
+		}
 		p := codec.NewDecoder(d.View())
 		p.Varint() // the clock
 		due := p.Varint()
