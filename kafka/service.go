@@ -50,7 +50,8 @@ type Config struct {
 	// FreezeIdle is how long a key goes unchanged (at most twice it)
 	// before its task keeps it as its checkpoint record, which the
 	// collector does not scan, until it is next used (cool.go); 0 takes
-	// the default, a negative duration never freezes a key.
+	// the default, a negative duration never freezes a key (a restore still
+	// leaves every key so until it is used: engine.Task.Restore).
 	FreezeIdle time.Duration
 	// Delivery is AtLeastOnce (the default) or ExactlyOnce, which needs
 	// the Kafka store: each checkpoint is committed in one transaction
