@@ -130,13 +130,8 @@ func (c *coldKeys) compact() {
 // reserve makes room for n more keys, so that a restore that adds them
 // does not grow the table on the way.
 func (c *coldKeys) reserve(n int) {
-	n += len(c.ents)
-	c.ents = slices.Grow(c.ents, n-len(c.ents))
-	size := max(minKeyTable, len(c.slots))
-	for n*4 > size*3 {
-		size *= 2
-	}
-	if size > len(c.slots) {
+	c.ents = slices.Grow(c.ents, n)
+	if size := slotsFor(len(c.ents)+n, len(c.slots)); size > len(c.slots) {
 		c.resize(size)
 	}
 }

@@ -98,14 +98,27 @@ func (kt *keyTable) place(sl keySlot) {
 	kt.slots[i] = sl
 }
 
-func (kt *keyTable) grow() {
+func (kt *keyTable) grow() { kt.resize(max(minKeyTable, 2*len(kt.slots))) }
+
+// resize moves the keys to a table of size slots.
+func (kt *keyTable) resize(size int) {
 	old := kt.slots
-	kt.slots = make([]keySlot, max(minKeyTable, 2*len(old)))
+	kt.slots = make([]keySlot, size)
 	for _, sl := range old {
 		if sl.ks != nil {
 			kt.place(sl)
 		}
 	}
+}
+
+// slotsFor is the size of a table for n keys, at least min: a power of two
+// at most three quarters full.
+func slotsFor(n, min int) int {
+	size := max(minKeyTable, min)
+	for n*4 > size*3 {
+		size *= 2
+	}
+	return size
 }
 
 // delete removes ks, if it is in the table. The slots after it in its run
@@ -143,19 +156,8 @@ func (kt *keyTable) delete(ks *keyState) {
 // reserve makes room for n keys in all, so that a table filled with a
 // known number of keys (a restore) does not grow and rehash on the way.
 func (kt *keyTable) reserve(n int) {
-	size := max(minKeyTable, len(kt.slots))
-	for n*4 > size*3 {
-		size *= 2
-	}
-	if size == len(kt.slots) {
-		return
-	}
-	old := kt.slots
-	kt.slots = make([]keySlot, size)
-	for _, sl := range old {
-		if sl.ks != nil {
-			kt.place(sl)
-		}
+	if size := slotsFor(n, len(kt.slots)); size != len(kt.slots) {
+		kt.resize(size)
 	}
 }
 
@@ -163,16 +165,8 @@ func (kt *keyTable) reserve(n int) {
 // an eighth of it: a table never gives memory back on its own, and most of
 // a large task's keys may leave it at once (Cool).
 func (kt *keyTable) shrink() {
-	if len(kt.slots) <= minKeyTable || kt.n*8 >= len(kt.slots) {
-		return
-	}
-	old := kt.slots
-	kt.slots = nil
-	kt.reserve(kt.n)
-	for _, sl := range old {
-		if sl.ks != nil {
-			kt.place(sl)
-		}
+	if len(kt.slots) > minKeyTable && kt.n*8 < len(kt.slots) {
+		kt.resize(slotsFor(kt.n, 0))
 	}
 }
 
