@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-	"unsafe"
 
 	"github.com/vigil-cep/vigil/internal/codec"
 	"github.com/vigil-cep/vigil/stream"
@@ -57,27 +56,14 @@ func (t *Task) freeze(ks *keyState) bool {
 		return false // an event value the codec cannot write: the key stays as it is
 	}
 	t.coldBuf = e.Bytes()
-	for _, op := range t.windows {
-		op.RemoveKey(key)
-	}
 	for _, op := range t.patterns {
 		if pk := op.keys[key]; pk != nil {
 			op.coldDropped += pk.state.Dropped()
 			op.coldPartials += pk.state.Len()
-			pk.live = false
-			pk.due = stream.MaxTime // its entries in op.due go stale
-			delete(op.keys, key)
 		}
 	}
-	for _, jo := range t.joins {
-		jo.op.RemoveKey(key)
-	}
-	if ks.slot > 0 {
-		t.idle.unlist(ks)
-	}
-	h := keyHash(key)
-	t.keys.delete(ks)
-	t.cold.put(key, h, t.coldBuf, wake, true)
+	t.forget(key)
+	t.cold.put(key, keyHash(key), t.coldBuf, wake, true)
 	return true
 }
 
@@ -194,15 +180,15 @@ func (t *Task) thaw(i int) {
 	}
 }
 
-// forget drops what the task and its operators hold of key, as freeze does
-// but keeping nothing.
+// forget drops what the task and its operators hold of key, without a
+// trace: no pointer to it stays behind (freeze keeps its record first).
 func (t *Task) forget(key string) {
 	for _, op := range t.windows {
 		op.RemoveKey(key)
 	}
 	for _, op := range t.patterns {
 		if pk := op.keys[key]; pk != nil {
-			pk.live, pk.due = false, stream.MaxTime
+			pk.live, pk.due = false, stream.MaxTime // its entries in op.due go stale
 			delete(op.keys, key)
 		}
 	}
@@ -307,6 +293,3 @@ func (t *Task) Warming() bool {
 
 // Cold returns how many keys are frozen, and the bytes they take.
 func (t *Task) Cold() (keys, bytes int) { return t.cold.len(), t.cold.bytes() }
-
-// coldView is a string viewing b, which never changes: a frozen key's bytes.
-func coldView(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

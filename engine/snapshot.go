@@ -261,7 +261,7 @@ func (t *Task) allKeys() []string {
 		keys = append(keys, ks.key)
 	}
 	for i := range t.cold.len() { // in no operator either
-		keys = append(keys, coldView(t.cold.key(i)))
+		keys = append(keys, bytesView(t.cold.key(i))) // a frozen key's bytes never change
 	}
 	// A key can outlive its history in an operator (a window kept for its
 	// allowed lateness after the sweep forgot the key).
