@@ -38,13 +38,33 @@ func fromAPI(r *kgo.Record) bool {
 // not reach the tasks of other instances). Under exactly-once both are
 // written in the task's transaction, and the result returns once it has
 // committed (docs/design.md "Exactly-once").
+//
+// A request that read the running ruleset version just before a new one was
+// published (a rule saved, or quarantined) is tried again with the new one,
+// a few times, rather than answered "saturated".
 func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (d *service.Decision, replay bool, err error) {
 	start := time.Now()
-	defer func() {
-		if err == nil {
-			s.cfg.Metrics.DecisionLatency("api", time.Since(start))
+	for range rulesetRetries {
+		if d, replay, err = s.decide(ctx, streamName, body); !errors.Is(err, errRulesetMoved) {
+			break
 		}
-	}()
+	}
+	if err == nil {
+		s.cfg.Metrics.DecisionLatency("api", time.Since(start))
+	}
+	return d, replay, err
+}
+
+// rulesetRetries bounds how often a decision is tried again because the
+// ruleset changed under it: versions are published seconds apart at most,
+// so a third change within one request means something else is wrong.
+const rulesetRetries = 3
+
+// errRulesetMoved is the answer of a task that runs another ruleset version
+// than the one a request read.
+var errRulesetMoved = fmt.Errorf("%w: the ruleset changed, retry", service.ErrSaturated)
+
+func (s *Service) decide(ctx context.Context, streamName string, body []byte) (d *service.Decision, replay bool, err error) {
 	rs := s.Ruleset()
 	st := findStream(rs, streamName)
 	if st == nil || st.Decide == rules.DecideNever || !st.HasID || !st.Input() {
@@ -80,7 +100,7 @@ func (s *Service) Decide(ctx context.Context, streamName string, body []byte) (d
 			t.applySwitch() // a version published a moment ago: switch now, between events
 		}
 		if t.rs != rs {
-			reply <- answer{err: fmt.Errorf("%w: the ruleset changed, retry", service.ErrSaturated)}
+			reply <- answer{err: errRulesetMoved}
 			return
 		}
 		t.work.decides++ // the state may change: see checkpoint

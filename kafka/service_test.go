@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -458,6 +459,57 @@ func TestPartitionOf(t *testing.T) {
 			if got := partitionOf(key, n); got != want {
 				t.Fatalf("partitionOf(%q, %d) = %d, want %d", key, n, got, want)
 			}
+		}
+	}
+}
+
+// TestDecideAcrossVersions: decisions requested while new ruleset versions
+// are published are all answered. A request that read the running version
+// just before a publication reaches a task already on the next one; it is
+// tried again, not answered "saturated" (which a caller would see as a 429).
+func TestDecideAcrossVersions(t *testing.T) {
+	svc, addr := testService(t, rulesCount)
+	ctx := context.Background()
+	for svc.Ready() != nil {
+		time.Sleep(20 * time.Millisecond) // waiting for the group to assign
+	}
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				body := fmt.Sprintf(`{"tx_id":"w%d-%d","user_id":"u%d","amount":5,"ts":%d}`, w, i, i%7, i)
+				if _, _, err := svc.Decide(ctx, "tx", []byte(body)); err != nil {
+					errs <- fmt.Errorf("decision %d of worker %d: %w", i, w, err)
+					return
+				}
+			}
+		})
+	}
+	cfg := kconf.Config{Brokers: []string{addr}}
+	for n := range 20 {
+		// Each version differs from the one before (a reason of its own).
+		doc := strings.Replace(rulesCount, "action: review", fmt.Sprintf("action: review, description: v%d", n+2), 1)
+		v, err := PushRules(ctx, cfg, DefaultTopics.Rules, []byte(doc), int64(n+1), "test", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for svc.Ruleset().Version != v.Digest {
+			time.Sleep(time.Millisecond) // the watcher's turn
+		}
+	}
+	close(stop)
+	wg.Wait()
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
 		}
 	}
 }
