@@ -31,12 +31,13 @@ import (
 // interleaves is proportional to what changed.
 
 // Track makes the task record what it changes from now on, so that Cut can
-// checkpoint only that. A task is tracked from its creation, its restore, or
-// a full Snapshot of it: a delta then holds every change since the state its
-// chain starts from. Calling it again starts over from the state as it is
-// (and clears NeedsBase: the caller took that full snapshot).
+// checkpoint only that. Call it on a task just built or restored: a delta
+// then holds every change since the state its chain starts from.
+// Track leaves NeedsBase as it is: a task restored from state written under
+// another layout (a ruleset switch) still needs a full checkpoint before its
+// first delta, which Base takes.
 func (t *Task) Track() {
-	t.track, t.needBase = true, false
+	t.track = true
 	t.resetTracking()
 	for _, op := range t.windows {
 		op.Watch(t.touch)
@@ -49,6 +50,18 @@ func (t *Task) Track() {
 			s.journal = &t.journal
 		}
 	}
+}
+
+// Base takes a full snapshot that the next deltas extend: a checkpoint's
+// base. Tracking starts over from it (Track), and NeedsBase is cleared.
+func (t *Task) Base() ([]byte, error) {
+	data, err := t.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	t.Track()
+	t.needBase = false
+	return data, nil
 }
 
 // resetTracking forgets what changed: the state is now its own base.

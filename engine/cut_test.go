@@ -159,3 +159,58 @@ func checkChain(t *testing.T, rs *rules.Ruleset, lines []string, seed uint64, ga
 		t.Fatalf("seed %d: the task restored from the chain snapshots other bytes", seed)
 	}
 }
+
+// TestSwitchNeedsBase: a task restored from state written under another
+// ruleset version (a switch) needs a full checkpoint before its first delta,
+// even once tracked: a delta under the new layout on the old version's chain
+// would not merge, and a compaction or restore of that chain would fail.
+// Base takes that checkpoint, and the deltas after it merge onto it.
+func TestSwitchNeedsBase(t *testing.T) {
+	const doc = `
+streams:
+  tx: {key: user_id, time: ts, id: tx_id, decide: true}
+rules:
+  busy: {stream: tx, action: review, when: 'len(history("tx", "1h")) >= 2', reason: '%s'}
+`
+	line := `{"stream":"tx","value":{"tx_id":"t%d","user_id":"u%d","ts":%d}}`
+	a := newRunner(t, mustLoad(t, fmt.Sprintf(doc, "before")))
+	a.task.Track()
+	a.feed([]string{fmt.Sprintf(line, 1, 1, 1000), fmt.Sprintf(line, 2, 2, 2000)}, 0)
+	data, err := a.task.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	b := newRunner(t, mustLoad(t, fmt.Sprintf(doc, "after")))
+	if err := b.task.Restore(data); err != nil {
+		t.Fatal(err)
+	}
+	b.task.Track()
+	if !b.task.NeedsBase() {
+		t.Fatal("a task restored under another version no longer needs a base once tracked")
+	}
+	base, err := b.task.Base()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.task.NeedsBase() {
+		t.Fatal("NeedsBase after Base")
+	}
+	b.feed([]string{fmt.Sprintf(line, 3, 1, 3000)}, 2)
+	c, err := b.task.Cut()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for !b.task.Step(0) {
+	}
+	delta, err := c.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := MergeSnapshots([][]byte{base, delta}); err != nil {
+		t.Fatalf("the base and the delta after it: %v", err)
+	}
+	if _, err := MergeSnapshots([][]byte{data, delta}); err == nil {
+		t.Fatal("a delta merged onto a chain of another version")
+	}
+}

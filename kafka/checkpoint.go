@@ -130,12 +130,11 @@ func (t *task) checkpoint(ctx context.Context, background bool) error {
 	t.decGen[t.gen].Store(0)
 
 	if t.ckpt.chain == 0 || t.eng.NeedsBase() {
-		data, err := t.eng.Snapshot()
+		data, err := t.eng.Base() // the base the next deltas extend
 		if err != nil {
 			t.saving.Unlock()
 			return fmt.Errorf("snapshot: %w", err)
 		}
-		t.eng.Track() // the snapshot is the base the next deltas extend
 		pc.snap.Sections[sectionEngine] = data
 		return t.save(ctx, pc, background)
 	}

@@ -467,8 +467,12 @@ func TestPartitionOf(t *testing.T) {
 // are published are all answered. A request that read the running version
 // just before a publication reaches a task already on the next one; it is
 // tried again, not answered "saturated" (which a caller would see as a 429).
+// With a base every other checkpoint, the chains compact across the
+// switches: each switch's first checkpoint must be a base (a delta of the
+// new version on the old one's chain would not merge, and the compaction's
+// error stopped the service).
 func TestDecideAcrossVersions(t *testing.T) {
-	svc, addr := testService(t, rulesCount)
+	svc, addr := testService(t, rulesCount, func(c *Config) { c.CheckpointBaseEvery = 2 })
 	ctx := context.Background()
 	for svc.Ready() != nil {
 		time.Sleep(20 * time.Millisecond) // waiting for the group to assign
@@ -501,7 +505,10 @@ func TestDecideAcrossVersions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for svc.Ruleset().Version != v.Digest {
+		for wait := time.Now(); svc.Ruleset().Version != v.Digest; {
+			if time.Since(wait) > 30*time.Second {
+				t.Fatalf("version %d not running after 30 s", v.Number)
+			}
 			time.Sleep(time.Millisecond) // the watcher's turn
 		}
 	}
