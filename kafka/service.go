@@ -65,6 +65,7 @@ type Config struct {
 	MaxBufferedRecords int           // produced records not yet acknowledged, per process
 	Linger             time.Duration // producer linger: 0 sends at once (lowest latency)
 	FetchMaxWait       time.Duration // how long the broker may hold a fetch with no data
+	FetchMinBytes      int32         // what a fetch waits for, up to FetchMaxWait: 1 answers with the first record
 	MaxRecordBytes     int           // larger input records go to the DLQ
 	APIQueue           int           // decision API requests queued per task before 429
 	ShutdownTimeout    time.Duration // bound on the final drain and checkpoint
@@ -95,6 +96,7 @@ var DefaultConfig = Config{
 	MaxBufferedRecords:   100_000,
 	Linger:               0,
 	FetchMaxWait:         50 * time.Millisecond,
+	FetchMinBytes:        1,
 	MaxRecordBytes:       1 << 20,
 	APIQueue:             1024,
 	ShutdownTimeout:      30 * time.Second,
@@ -162,6 +164,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.FetchMaxWait <= 0 {
 		c.FetchMaxWait = d.FetchMaxWait
+	}
+	if c.FetchMinBytes <= 0 {
+		c.FetchMinBytes = d.FetchMinBytes
 	}
 	if c.APIQueue <= 0 {
 		c.APIQueue = d.APIQueue
@@ -404,6 +409,7 @@ func (s *Service) Run(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(s.revoke),
 		kgo.OnPartitionsLost(s.revoke),
 		kgo.FetchMaxWait(s.cfg.FetchMaxWait),
+		kgo.FetchMinBytes(s.cfg.FetchMinBytes),
 		// A fetch's bytes sit in memory until its task takes them: keep it
 		// to a few MiB (the default is 50 MiB) so that pausing bounds memory.
 		kgo.FetchMaxBytes(4 << 20),

@@ -746,6 +746,7 @@ func benchPassthroughPhase(ctx context.Context, c benchConfig, kc kconf.Config, 
 		kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(d.FetchMaxWait),
+		kgo.FetchMinBytes(d.FetchMinBytes),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(d.MaxBufferedRecords),
 		kgo.ProducerLinger(d.Linger),
@@ -1793,9 +1794,9 @@ func printBench(w io.Writer, c benchConfig, r *benchResult) {
 		fmt.Fprintln(w, "4 event-to-decision latency: not run")
 	} else {
 		l0 := r.Latencies[0]
-		fmt.Fprintf(w, "4 event-to-decision latency at %.0f events/s for %s (fresh topics each; DefaultConfig: linger 0, fetch wait %s):\n"+
+		fmt.Fprintf(w, "4 event-to-decision latency at %.0f events/s for %s (fresh topics each; DefaultConfig: linger 0, fetch wait %s, min %d B):\n"+
 			"  decision visible to a read_committed consumer − produce call, over every tx id\n",
-			l0.Rate, c.latencyDuration, kafka.DefaultConfig.FetchMaxWait)
+			l0.Rate, c.latencyDuration, kafka.DefaultConfig.FetchMaxWait, kafka.DefaultConfig.FetchMinBytes)
 		const latFmt = "  %-44s %8s %8s %8s %13s %9s %9s\n"
 		fmt.Fprintf(w, latFmt, "configuration", "p50 ms", "p99 ms", "max ms", "ids decided", "events/s", "behind ms")
 		for _, l := range r.Latencies {

@@ -70,6 +70,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"validate"}, 2, "Usage: vigil validate [--max-record-bytes N] RULES.yaml"},
 		{[]string{"gen", "--users", "-1"}, 1, "Users must not be negative"},
 		{[]string{"serve", "--heap-ratio", "0.5"}, 1, "--heap-ratio 0.5: give 0 (off) or a multiple above 1"},
+		{[]string{"serve", "--fetch-max-wait", "5ms"}, 1, "--fetch-max-wait 5ms: give 10ms to 1m"},
+		{[]string{"serve", "--fetch-min-bytes", "0"}, 1, "--fetch-min-bytes 0: give 1 to 1048576"},
 	}
 	for _, tt := range tests {
 		code, out, errOut := runCLI(t, tt.args...)
