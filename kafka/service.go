@@ -457,7 +457,10 @@ func (s *Service) Run(ctx context.Context) error {
 	s.log.Info("stopping: draining the tasks, final checkpoints and commits", "tasks", n, "timeout", s.cfg.ShutdownTimeout)
 	stop, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
-	s.stopTasks(stop, nil)
+	// A final checkpoint that failed (an output the broker refused) is
+	// the run's error: nothing is lost, the next start replays from the
+	// checkpoint before, but the exit status must not say all went well.
+	runErr = errors.Join(runErr, s.stopTasks(stop, nil))
 	defer func() {
 		s.log.Info("stopped", "tasks", n, "took", time.Since(stopping).Round(time.Millisecond), "err", runErr)
 	}()
@@ -715,11 +718,14 @@ func (s *Service) revoke(ctx context.Context, _ *kgo.Client, lost map[string][]i
 			parts[p] = true
 		}
 	}
-	s.stopTasks(ctx, parts)
+	// A task whose final checkpoint fails hands on its previous one: its
+	// next owner replays from there, so the error is logged, not fatal.
+	_ = s.stopTasks(ctx, parts)
 }
 
-// stopTasks stops the given tasks (all when parts is nil) in parallel.
-func (s *Service) stopTasks(ctx context.Context, parts map[int32]bool) {
+// stopTasks stops the given tasks (all when parts is nil) in parallel, and
+// returns their errors (each also logged).
+func (s *Service) stopTasks(ctx context.Context, parts map[int32]bool) error {
 	s.mu.Lock()
 	var stop []*task
 	for p, t := range s.tasks {
@@ -730,14 +736,17 @@ func (s *Service) stopTasks(ctx context.Context, parts map[int32]bool) {
 	}
 	s.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, t := range stop {
+	errs := make([]error, len(stop))
+	for i, t := range stop {
 		wg.Go(func() {
 			if err := t.stop(ctx); err != nil {
 				s.log.Error("task stop", "task", t.part, "err", err)
+				errs[i] = fmt.Errorf("task %d: %w", t.part, err)
 			}
 		})
 	}
 	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // failWith records a task's fatal error (an output not acknowledged, a

@@ -15,7 +15,9 @@ import (
 
 	"github.com/vigil-cep/vigil/service"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/vigil-cep/vigil/engine"
 	"github.com/vigil-cep/vigil/kafka/kconf"
@@ -518,5 +520,58 @@ func TestDecideAcrossVersions(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestDecideNotRecorded: a decision whose writes the broker refuses is not
+// answered as one; the request gets the broker's error, and the service
+// stops rather than run on with a gap in what it recorded.
+func TestDecideNotRecorded(t *testing.T) {
+	b, err := StartBroker(BrokerConfig{Listen: "127.0.0.1:0", Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	svc, err := New(context.Background(), testConfig(t, b.Addr()), []byte(rulesCount), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; !errors.Is(err, kerr.InvalidRecord) {
+			t.Errorf("Run after the broker refused a decision: %v, want the broker's error", err)
+		}
+	}()
+	for svc.Ready() != nil {
+		time.Sleep(20 * time.Millisecond) // waiting for the group to assign
+	}
+	if _, _, err := svc.Decide(ctx, "tx", []byte(`{"tx_id":"a1","user_id":"u1","amount":5,"ts":1000}`)); err != nil {
+		t.Fatal(err)
+	}
+	b.Cluster().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		b.Cluster().KeepControl()
+		r := req.(*kmsg.ProduceRequest)
+		resp := r.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID // v13 names topics by id
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.InvalidRecord.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	wait, cancelWait := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelWait()
+	d, _, err := svc.Decide(wait, "tx", []byte(`{"tx_id":"a2","user_id":"u1","amount":5,"ts":2000}`))
+	if !errors.Is(err, kerr.InvalidRecord) || !strings.Contains(err.Error(), "not recorded") {
+		t.Fatalf("a decision the broker refused to record: %v, %v; want a \"not recorded\" error wrapping INVALID_RECORD", d, err)
 	}
 }
