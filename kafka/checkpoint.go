@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -93,14 +94,16 @@ func (t *task) checkpoint(ctx context.Context, background bool) error {
 		}
 		t.finishCut()
 	}
-	if background && !t.saving.TryLock() {
+	if background && !t.saving.tryLock() {
 		return nil // the previous one is still being saved
 	}
 	if !background {
-		t.saving.Lock()
+		if err := t.saving.lock(ctx); err != nil {
+			return fmt.Errorf("waiting for the checkpoint in flight: %w", err)
+		}
 	}
 	if err := t.produceErr.Load(); err != nil {
-		t.saving.Unlock()
+		t.saving.unlock()
 		return fmt.Errorf("output not acknowledged: %w", *err)
 	}
 	w := t.work
@@ -112,7 +115,7 @@ func (t *task) checkpoint(ctx context.Context, background bool) error {
 		// Nothing happened since the last checkpoint: writing an empty
 		// delta would only lengthen the chain.
 		t.lastCkpt = time.Now()
-		t.saving.Unlock()
+		t.saving.unlock()
 		return nil
 	}
 	t.checkpointed = &w
@@ -132,7 +135,7 @@ func (t *task) checkpoint(ctx context.Context, background bool) error {
 	if t.ckpt.chain == 0 || t.eng.NeedsBase() {
 		data, err := t.eng.Base() // the base the next deltas extend
 		if err != nil {
-			t.saving.Unlock()
+			t.saving.unlock()
 			return fmt.Errorf("snapshot: %w", err)
 		}
 		pc.snap.Sections[sectionEngine] = data
@@ -140,7 +143,7 @@ func (t *task) checkpoint(ctx context.Context, background bool) error {
 	}
 	c, err := t.eng.Cut()
 	if err != nil {
-		t.saving.Unlock()
+		t.saving.unlock()
 		return fmt.Errorf("cut: %w", err)
 	}
 	pc.cut, pc.snap.Parent = c, t.ckpt.seq
@@ -191,7 +194,7 @@ func (t *task) finishCut() {
 func (t *task) save(ctx context.Context, pc *pendingCut, background bool) error {
 	t.cutCost = time.Since(pc.start)
 	run := func() error {
-		defer t.saving.Unlock()
+		defer t.saving.unlock()
 		err := t.saveCut(ctx, pc)
 		if err != nil {
 			t.failTxn(pc.gen, err) // the requests waiting for its commit
@@ -210,7 +213,9 @@ func (t *task) save(ctx context.Context, pc *pendingCut, background bool) error 
 }
 
 func (t *task) saveCut(ctx context.Context, pc *pendingCut) error {
-	t.inflight[pc.gen].Wait()
+	if err := waitCtx(ctx, &t.inflight[pc.gen]); err != nil {
+		return fmt.Errorf("outputs not acknowledged: %w", err)
+	}
 	if err := t.produceErr.Load(); err != nil {
 		return fmt.Errorf("output not acknowledged: %w", *err)
 	}
@@ -241,6 +246,49 @@ func (t *task) saveCut(ctx context.Context, pc *pendingCut) error {
 		return t.compact(ctx, pc.gen)
 	}
 	return nil
+}
+
+// saveLock is task.saving: a lock the final checkpoint can give up on
+// when the shutdown's time is up, which a sync.Mutex cannot (the save it
+// waits for may be waiting for a broker that no longer answers).
+type saveLock chan struct{}
+
+func (l saveLock) tryLock() bool {
+	select {
+	case l <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (l saveLock) lock(ctx context.Context) error {
+	select {
+	case l <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l saveLock) unlock() { <-l }
+
+// waitCtx waits for wg, or until ctx ends. (The goroutine that waits goes
+// on until wg is done: at the latest when the client closes and fails what
+// it still holds.)
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) error {
+	if ctx.Done() == nil {
+		wg.Wait()
+		return nil
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // compact merges the task's chain, read back from the store, into a new

@@ -46,9 +46,8 @@ func TestCheckpointChainCompacts(t *testing.T) {
 				t.Error(err)
 			}
 			tk.finishCut()
-			tk.saving.Lock() // the save finishCut started
-			//lint:ignore SA2001 the lock is taken only to wait for the save to end
-			tk.saving.Unlock()
+			tk.saving.lock(context.Background()) // the save finishCut started
+			tk.saving.unlock()
 		})
 	}
 	chain, err := svc.ckpt.Chain(context.Background(), 0)

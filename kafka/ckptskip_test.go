@@ -29,17 +29,16 @@ func TestIdleTaskSkipsCheckpoint(t *testing.T) {
 	checkpoint := func() uint64 {
 		wrote := make(chan uint64, 1)
 		tk.calls <- func() {
-			tk.saving.Lock()
-			//lint:ignore SA2001 the lock is taken only to wait for the save in progress, if any, to end
-			tk.saving.Unlock()
+			tk.saving.lock(context.Background())
+			tk.saving.unlock()
 			before := tk.ckpt.seq
 			if err := tk.checkpoint(context.Background(), true); err != nil {
 				t.Error(err)
 			}
 			tk.finishCut() // encode the cut's records now, and start its save
-			tk.saving.Lock()
+			tk.saving.lock(context.Background())
 			wrote <- tk.ckpt.seq - before
-			tk.saving.Unlock()
+			tk.saving.unlock()
 		}
 		return <-wrote
 	}
@@ -94,9 +93,9 @@ func TestCheckpointOnChanges(t *testing.T) {
 		got := make(chan struct{}, 1)
 		tk.calls <- func() {
 			changes = tk.eng.Changes()
-			tk.saving.Lock()
+			tk.saving.lock(context.Background())
 			seq = tk.ckpt.seq
-			tk.saving.Unlock()
+			tk.saving.unlock()
 			got <- struct{}{}
 		}
 		<-got

@@ -35,7 +35,8 @@
 // into a base when it is due, holding task.saving from the cut to the end of
 // the save; the next checkpoint takes it (TryLock: a checkpoint due while
 // one is being cut or saved is skipped) and the final checkpoint waits for
-// it. That goroutine alone touches task.ckpt meanwhile. Under exactly-once
+// it, no longer than ShutdownTimeout (a broker that stopped answering would
+// hold the save for ever). That goroutine alone touches task.ckpt meanwhile. Under exactly-once
 // (txn.go) it also commits the generation's transaction and opens the
 // generation's next one, replacing task.outcomes of that generation: the
 // task's goroutine reads only its current generation's, and switches

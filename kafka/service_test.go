@@ -575,3 +575,45 @@ func TestDecideNotRecorded(t *testing.T) {
 		t.Fatalf("a decision the broker refused to record: %v, %v; want a \"not recorded\" error wrapping INVALID_RECORD", d, err)
 	}
 }
+
+// TestShutdownBrokerSilent: a broker that stops acknowledging writes does
+// not hold a stopping service past its shutdown timeout. (The final
+// checkpoint waited, without end, for the save in flight, which waited for
+// acknowledgements that never came.)
+func TestShutdownBrokerSilent(t *testing.T) {
+	b, err := StartBroker(BrokerConfig{Listen: "127.0.0.1:0", Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	cfg := testConfig(t, b.Addr(), func(c *Config) { c.ShutdownTimeout = time.Second })
+	svc, err := New(context.Background(), cfg, []byte(rulesCount), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	for svc.Ready() != nil {
+		time.Sleep(20 * time.Millisecond) // waiting for the group to assign
+	}
+	// Produce requests are read and never answered from now on.
+	b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		b.Cluster().KeepControl()
+		return nil, nil, true
+	})
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	if _, _, err := svc.Decide(short, "tx", []byte(`{"tx_id":"a1","user_id":"u1","amount":5,"ts":1000}`)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a decision the broker never acknowledges: %v, want its deadline", err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("Run returned nil with its outputs unacknowledged")
+		}
+	case <-time.After(time.Minute): // a hang, not a timing: the bound is 1 s
+		t.Fatal("Run has not returned a minute after its context ended (shutdown timeout 1 s)")
+	}
+}

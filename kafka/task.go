@@ -74,7 +74,7 @@ type task struct {
 	inflight [2]sync.WaitGroup
 	decGen   [2]atomic.Int64
 	ackFn    [2]func(*kgo.Record, error)
-	saving   sync.Mutex // held from a cut until its checkpoint is saved
+	saving   saveLock // held from a cut until its checkpoint is saved
 	// Under exactly-once (txn.go), each generation's transactional
 	// producer, and how its open transaction ends; nil under
 	// at-least-once.
@@ -103,7 +103,8 @@ const (
 func (s *Service) loadTask(ctx context.Context, p int32) (*task, []*state.Snapshot, error) {
 	t := &task{s: s, part: p, in: make(chan *batch, s.cfg.QueueBatches), quit: make(chan struct{}),
 		done: make(chan struct{}), next: make(map[string]int64), switchSig: make(chan struct{}, 1),
-		calls: make(chan func(), s.cfg.APIQueue), stepSig: make(chan struct{}, 1)}
+		calls: make(chan func(), s.cfg.APIQueue), stepSig: make(chan struct{}, 1),
+		saving: make(saveLock, 1)}
 	t.guard.Watch() // the watchdog reads its marks (guard.go)
 	for g := range t.ackFn {
 		t.ackFn[g] = func(r *kgo.Record, err error) {
