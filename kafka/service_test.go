@@ -581,12 +581,25 @@ func TestDecideNotRecorded(t *testing.T) {
 // checkpoint waited, without end, for the save in flight, which waited for
 // acknowledgements that never came.)
 func TestShutdownBrokerSilent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  func(*Config)
+	}{
+		{"at-least-once,dir", func(*Config) {}},
+		{"at-least-once,kafka", func(c *Config) { c.Checkpoints = CheckpointsKafka }},
+		{"exactly-once", exactlyOnce},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testShutdownBrokerSilent(t, tc.opt) })
+	}
+}
+
+func testShutdownBrokerSilent(t *testing.T, opt func(*Config)) {
 	b, err := StartBroker(BrokerConfig{Listen: "127.0.0.1:0", Partitions: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	cfg := testConfig(t, b.Addr(), func(c *Config) { c.ShutdownTimeout = time.Second })
+	cfg := testConfig(t, b.Addr(), opt, func(c *Config) { c.ShutdownTimeout = time.Second })
 	svc, err := New(context.Background(), cfg, []byte(rulesCount), true)
 	if err != nil {
 		t.Fatal(err)
