@@ -72,6 +72,11 @@ func TestUsage(t *testing.T) {
 		{[]string{"serve", "--heap-ratio", "0.5"}, 1, "--heap-ratio 0.5: give 0 (off) or a multiple above 1"},
 		{[]string{"serve", "--fetch-max-wait", "5ms"}, 1, "--fetch-max-wait 5ms: give 10ms to 1m"},
 		{[]string{"serve", "--fetch-min-bytes", "0"}, 1, "--fetch-min-bytes 0: give 1 to 1048576"},
+		{[]string{"serve", "--queue-batches", "0"}, 1, "--queue-batches 0: give a positive number"},
+		{[]string{"serve", "--partitions", "-2"}, 1, "--partitions -2: give a positive number"},
+		{[]string{"serve", "--shutdown-timeout", "-1s"}, 1, "--shutdown-timeout -1s: give a positive duration"},
+		{[]string{"serve", "--checkpoint-interval", "0s"}, 1, "--checkpoint-interval 0s: give a positive duration"},
+		{[]string{"serve", "--linger", "-1ms"}, 1, "--linger -1ms: give 0 (send at once) or a positive duration"},
 	}
 	for _, tt := range tests {
 		code, out, errOut := runCLI(t, tt.args...)
