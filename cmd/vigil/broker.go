@@ -25,6 +25,9 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if err := positive(fs, "partitions"); err != nil {
+		return err
+	}
 	log, err := telemetry.NewLogger(stderr, "text", "info")
 	if err != nil {
 		return err

@@ -78,6 +78,12 @@ func parseArgs(fs *flag.FlagSet, args []string, max int) ([]string, error) {
 	return cli.ParseArgs(fs, args, max)
 }
 
+// positive refuses a zero or negative value of the named flags
+// (cli.Positive).
+func positive(fs *flag.FlagSet, names ...string) error {
+	return cli.Positive(fs, names...)
+}
+
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("version", "version", stderr)
 	if err := parse(fs, args); err != nil {

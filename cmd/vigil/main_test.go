@@ -77,6 +77,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"serve", "--shutdown-timeout", "-1s"}, 1, "--shutdown-timeout -1s: give a positive duration"},
 		{[]string{"serve", "--checkpoint-interval", "0s"}, 1, "--checkpoint-interval 0s: give a positive duration"},
 		{[]string{"serve", "--linger", "-1ms"}, 1, "--linger -1ms: give 0 (send at once) or a positive duration"},
+		{[]string{"broker", "--partitions", "0"}, 1, "--partitions 0: give a positive number"},
+		{[]string{"replay", "--max-record-bytes", "0", "r.yaml"}, 1, "--max-record-bytes 0: give a positive number"},
+		{[]string{"validate", "--max-record-bytes", "-1", "r.yaml"}, 1, "--max-record-bytes -1: give a positive number"},
 	}
 	for _, tt := range tests {
 		code, out, errOut := runCLI(t, tt.args...)

@@ -34,6 +34,9 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if err := positive(fs, "max-record-bytes"); err != nil {
+		return err
+	}
 	if len(pos) == 1 {
 		if *rulesPath != "" {
 			fmt.Fprintln(stderr, "give the ruleset once: as an argument or as --rules")

@@ -96,7 +96,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// collector would run without end.
 		return fmt.Errorf("--heap-ratio %g: give 0 (off) or a multiple above 1", r)
 	}
-	if err := checkPositive(fs, "partitions", "checkpoint-interval", "checkpoint-base-every", "checkpoint-keep",
+	if err := positive(fs, "partitions", "checkpoint-interval", "checkpoint-base-every", "checkpoint-keep",
 		"session-timeout", "queue-batches", "max-buffered-records", "max-record-bytes", "shutdown-timeout",
 		"rule-time-limit", "request-timeout", "route-wait"); err != nil {
 		return err
@@ -273,28 +273,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		srv.Shutdown(sctx)
 	}
 	return runErr
-}
-
-// checkPositive refuses a zero or negative value of the named int and
-// duration flags. kafka.Config takes a zero value for its default, so
-// without this "--queue-batches 0" or "--shutdown-timeout -1s" would run
-// with the default, without a word.
-func checkPositive(fs *flag.FlagSet, names ...string) error {
-	for _, name := range names {
-		switch v := fs.Lookup(name).Value.(flag.Getter).Get().(type) {
-		case int:
-			if v < 1 {
-				return fmt.Errorf("--%s %d: give a positive number", name, v)
-			}
-		case time.Duration:
-			if v <= 0 {
-				return fmt.Errorf("--%s %s: give a positive duration", name, v)
-			}
-		default:
-			panic(fmt.Sprintf("checkPositive: --%s is a %T", name, v))
-		}
-	}
-	return nil
 }
 
 // apiOptions reads the API keys: from a file, from the environment, or none,

@@ -18,6 +18,9 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if err := positive(fs, "max-record-bytes"); err != nil {
+		return err
+	}
 	if len(pos) != 1 {
 		fs.Usage()
 		return errUsage

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // ErrUsage marks errors whose message is the usage text already printed:
@@ -48,4 +49,36 @@ func ParseArgs(fs *flag.FlagSet, args []string, max int) ([]string, error) {
 		return nil, ErrUsage
 	}
 	return pos, nil
+}
+
+// Positive refuses a zero or negative value of the named int, int64 and
+// duration flags of fs, naming the flag. Configurations that take a zero
+// value for "the default" would otherwise run with the default without a
+// word when a user writes "--queue-batches 0" or "--shutdown-timeout -1s".
+// It panics on a name fs does not define, or a flag of another type: a
+// mistake of the caller.
+func Positive(fs *flag.FlagSet, names ...string) error {
+	for _, name := range names {
+		f := fs.Lookup(name)
+		if f == nil {
+			panic(fmt.Sprintf("cli.Positive: no flag --%s", name))
+		}
+		switch v := f.Value.(flag.Getter).Get().(type) {
+		case int:
+			if v < 1 {
+				return fmt.Errorf("--%s %d: give a positive number", name, v)
+			}
+		case int64:
+			if v < 1 {
+				return fmt.Errorf("--%s %d: give a positive number", name, v)
+			}
+		case time.Duration:
+			if v <= 0 {
+				return fmt.Errorf("--%s %s: give a positive duration", name, v)
+			}
+		default:
+			panic(fmt.Sprintf("cli.Positive: --%s is a %T", name, v))
+		}
+	}
+	return nil
 }
