@@ -147,11 +147,9 @@ func (s *Service) decide(ctx context.Context, streamName string, body []byte) (d
 	default:
 		return nil, false, service.ErrSaturated
 	}
-	var a answer
-	select {
-	case a = <-reply:
-	case <-ctx.Done():
-		return nil, false, ctx.Err()
+	a, err := await(ctx, t, reply)
+	if err != nil {
+		return nil, false, err
 	}
 	if a.err != nil {
 		return nil, false, a.err
@@ -214,13 +212,12 @@ func (s *Service) Decision(ctx context.Context, id string) (*service.Decision, e
 		default:
 			return nil, service.ErrSaturated
 		}
-		select {
-		case d := <-found:
-			if d != nil {
-				return d, nil
-			}
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		d, err := await(ctx, t, found)
+		if err != nil {
+			return nil, err
+		}
+		if d != nil {
+			return d, nil
 		}
 	}
 	return nil, service.ErrNotFound
@@ -242,25 +239,48 @@ func (s *Service) Entity(ctx context.Context, key string, q service.EntityQuery)
 	default:
 		return nil, service.ErrSaturated
 	}
+	v, err := await(ctx, t, got)
+	if err != nil {
+		return nil, err
+	}
+	if v.Watermark > 0 {
+		v.LagMillis = time.Now().UnixMilli() - v.Watermark
+	}
+	v.Task, v.Instance = part, s.cfg.AdvertiseHTTP
+	return v, nil
+}
+
+// await waits for the answer of a call sent to t's queue. A task that ends
+// without running the call (it stopped: its partition moved, or the
+// service is stopping) answers that no instance owns its partition now,
+// which the API turns into a 503 to retry.
+func await[T any](ctx context.Context, t *task, reply <-chan T) (T, error) {
+	var zero T
 	select {
-	case v := <-got:
-		if v.Watermark > 0 {
-			v.LagMillis = time.Now().UnixMilli() - v.Watermark
-		}
-		v.Task, v.Instance = part, s.cfg.AdvertiseHTTP
+	case v := <-reply:
 		return v, nil
+	case <-t.done:
+		select {
+		case v := <-reply: // it ran the call before it ended
+			return v, nil
+		default:
+			return zero, &service.NotOwnerError{Partition: t.part}
+		}
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return zero, ctx.Err()
 	}
 }
 
 // Ready reports whether the service has joined its group and runs.
 func (s *Service) Ready() error {
-	if !s.joined.Load() {
-		return errors.New("not yet assigned partitions")
-	}
 	if err := s.failed.Load(); err != nil {
 		return *err
+	}
+	if s.stopping.Load() {
+		return errors.New("stopping")
+	}
+	if !s.joined.Load() {
+		return errors.New("not yet assigned partitions")
 	}
 	if stuck := s.stuck.Load(); stuck != nil {
 		return errors.New(*stuck)

@@ -179,6 +179,9 @@ const DefaultRouteWait = 5 * time.Second
 // started its task yet. Otherwise it returns a *service.NotOwnerError naming the
 // owner (or none, once the wait is over).
 func (s *Service) local(ctx context.Context, p int32) (*task, error) {
+	if s.stopping.Load() {
+		return nil, &service.NotOwnerError{Partition: p} // its task is stopping, or stopped
+	}
 	if t := s.task(p); t != nil {
 		return t, nil
 	}

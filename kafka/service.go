@@ -215,6 +215,7 @@ type Service struct {
 	ids    *engine.IDIndex // the ids the tasks remember, to refuse one for another key (engine.IDIndex)
 
 	joined     atomic.Bool           // the group has assigned partitions once
+	stopping   atomic.Bool           // Run is draining its tasks: requests find no task
 	extractors chan *pooledExtractor // for the decision API
 	failed     atomic.Pointer[error] // the first fatal error (failWith)
 	lagMu      sync.Mutex
@@ -452,6 +453,7 @@ func (s *Service) Run(ctx context.Context) error {
 
 	// Stop the tasks ourselves rather than through a revoke, so that their
 	// final checkpoints and commits run before the client leaves the group.
+	s.stopping.Store(true) // requests from now on are answered 503 at once (local)
 	stopping := time.Now()
 	n := len(s.taskList())
 	s.log.Info("stopping: draining the tasks, final checkpoints and commits", "tasks", n, "timeout", s.cfg.ShutdownTimeout)

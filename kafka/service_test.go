@@ -630,3 +630,47 @@ func testShutdownBrokerSilent(t *testing.T, opt func(*Config)) {
 		t.Fatal("Run has not returned a minute after its context ended (shutdown timeout 1 s)")
 	}
 }
+
+// TestDecideTaskStopped: a request that found its task just before the
+// task stopped (its partition revoked, or the service stopping) is answered
+// "no owner now", not left waiting for a task that will never run it. (It
+// waited until its deadline: 5 s of 503s at every deploy; with no deadline,
+// for ever.)
+func TestDecideTaskStopped(t *testing.T) {
+	svc, _ := testService(t, rulesCount)
+	for svc.Ready() != nil {
+		time.Sleep(20 * time.Millisecond) // waiting for the group to assign
+	}
+	body := []byte(`{"tx_id":"a1","user_id":"u1","amount":5,"ts":1000}`)
+	p := partitionOf("u1", svc.counts["tx"])
+	tk := svc.task(p)
+	if tk == nil {
+		t.Fatalf("no task for partition %d", p)
+	}
+	if err := svc.stopTasks(context.Background(), map[int32]bool{p: true}); err != nil {
+		t.Fatal(err)
+	}
+	// The request found the task before it stopped.
+	svc.mu.Lock()
+	svc.tasks[p] = tk
+	svc.mu.Unlock()
+	defer func() {
+		svc.mu.Lock()
+		delete(svc.tasks, p) // stopped already: Run must not stop it again
+		svc.mu.Unlock()
+	}()
+	got := make(chan error, 1)
+	go func() {
+		_, _, err := svc.Decide(context.Background(), "tx", body) // no deadline
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		var no *service.NotOwnerError
+		if !errors.As(err, &no) || no.Partition != p || no.Owner != "" {
+			t.Fatalf("a decision for a stopped task: %v, want a *service.NotOwnerError for partition %d and no owner", err, p)
+		}
+	case <-time.After(time.Minute): // a hang, not a timing
+		t.Fatal("a decision for a stopped task still waits after a minute")
+	}
+}

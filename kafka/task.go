@@ -370,6 +370,22 @@ func (t *task) run() {
 			}
 			t.startCool()
 		case <-t.quit:
+			t.runQueuedCalls()
+			return
+		}
+	}
+}
+
+// runQueuedCalls answers the requests queued when the task is told to stop:
+// their decisions go into its final checkpoint, rather than the requests
+// failing (await). Requests that come later find no task (local).
+func (t *task) runQueuedCalls() {
+	for {
+		select {
+		case call := <-t.calls:
+			t.clock.read()
+			call()
+		default:
 			return
 		}
 	}
