@@ -55,6 +55,10 @@ func runGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	// workload.Config reads a zero count or rate as "the default" too.
+	if err := positive(fs, "users", "events", "rate", "partitions"); err != nil {
+		return err
+	}
 	set := make(map[string]bool)
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	// workload.Config reads a zero fraction as "the default" and a negative one

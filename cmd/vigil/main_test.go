@@ -68,7 +68,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"replay"}, 2, "a ruleset is required (RULES.yaml, or --rules)"},
 		{[]string{"replay", "--bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"validate"}, 2, "Usage: vigil validate [--max-record-bytes N] RULES.yaml"},
-		{[]string{"gen", "--users", "-1"}, 1, "Users must not be negative"},
+		{[]string{"gen", "--users", "-1"}, 1, "--users -1: give a positive number"},
 		{[]string{"serve", "--heap-ratio", "0.5"}, 1, "--heap-ratio 0.5: give 0 (off) or a multiple above 1"},
 		{[]string{"serve", "--fetch-max-wait", "5ms"}, 1, "--fetch-max-wait 5ms: give 10ms to 1m"},
 		{[]string{"serve", "--fetch-min-bytes", "0"}, 1, "--fetch-min-bytes 0: give 1 to 1048576"},
@@ -78,6 +78,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"serve", "--checkpoint-interval", "0s"}, 1, "--checkpoint-interval 0s: give a positive duration"},
 		{[]string{"serve", "--linger", "-1ms"}, 1, "--linger -1ms: give 0 (send at once) or a positive duration"},
 		{[]string{"broker", "--partitions", "0"}, 1, "--partitions 0: give a positive number"},
+		{[]string{"gen", "--events", "0"}, 1, "--events 0: give a positive number"},
+		{[]string{"gen", "--rate", "-5"}, 1, "--rate -5: give a positive number"},
 		{[]string{"replay", "--max-record-bytes", "0", "r.yaml"}, 1, "--max-record-bytes 0: give a positive number"},
 		{[]string{"validate", "--max-record-bytes", "-1", "r.yaml"}, 1, "--max-record-bytes -1: give a positive number"},
 	}

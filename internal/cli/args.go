@@ -51,8 +51,8 @@ func ParseArgs(fs *flag.FlagSet, args []string, max int) ([]string, error) {
 	return pos, nil
 }
 
-// Positive refuses a zero or negative value of the named int, int64 and
-// duration flags of fs, naming the flag. Configurations that take a zero
+// Positive refuses a zero or negative value of the named int, int64,
+// float64 and duration flags of fs, naming the flag. Configurations that take a zero
 // value for "the default" would otherwise run with the default without a
 // word when a user writes "--queue-batches 0" or "--shutdown-timeout -1s".
 // It panics on a name fs does not define, or a flag of another type: a
@@ -75,6 +75,10 @@ func Positive(fs *flag.FlagSet, names ...string) error {
 		case time.Duration:
 			if v <= 0 {
 				return fmt.Errorf("--%s %s: give a positive duration", name, v)
+			}
+		case float64:
+			if !(v > 0) {
+				return fmt.Errorf("--%s %g: give a positive number", name, v)
 			}
 		default:
 			panic(fmt.Sprintf("cli.Positive: --%s is a %T", name, v))

@@ -51,16 +51,20 @@ func TestPositive(t *testing.T) {
 		{[]string{"--i", "0"}, "--i 0: give a positive number"},
 		{[]string{"--d", "0s"}, "--d 0s: give a positive duration"},
 		{[]string{"--d", "-1s"}, "--d -1s: give a positive duration"},
+		{[]string{"--f", "0.5"}, ""},
+		{[]string{"--f", "0"}, "--f 0: give a positive number"},
+		{[]string{"--f", "NaN"}, "--f NaN: give a positive number"},
 	} {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.Int("n", 1, "")
 		fs.Int64("i", 1, "")
 		fs.Duration("d", time.Second, "")
+		fs.Float64("f", 1, "")
 		fs.Int("free", 0, "") // not checked: 0 is allowed
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatal(err)
 		}
-		err := Positive(fs, "n", "i", "d")
+		err := Positive(fs, "n", "i", "d", "f")
 		if got := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && got != tc.want) {
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
 		}
