@@ -33,14 +33,15 @@
 // records are encoded, a goroutine of the checkpoint waits for the
 // generation before the cut to be acknowledged, saves, and merges the chain
 // into a base when it is due, holding task.saving from the cut to the end of
-// the save; the next checkpoint takes it (TryLock: a checkpoint due while
+// the save; the next checkpoint takes it (tryLock: a checkpoint due while
 // one is being cut or saved is skipped) and the final checkpoint waits for
 // it, no longer than ShutdownTimeout (a broker that stopped answering would
-// hold the save for ever). That goroutine alone touches task.ckpt meanwhile. Under exactly-once
-// (txn.go) it also commits the generation's transaction and opens the
-// generation's next one, replacing task.outcomes of that generation: the
-// task's goroutine reads only its current generation's, and switches
-// generation only at a cut, after task.saving was released.
+// hold the save for ever). That goroutine alone touches task.ckpt
+// meanwhile. Under exactly-once (txn.go) it also commits the generation's
+// transaction and opens the generation's next one, replacing task.outcomes
+// of that generation: the task's goroutine reads only its current
+// generation's, and switches generation only at a cut, after task.saving
+// was released.
 //
 // The side goroutines Run starts — the ruleset watcher (watchRules), the
 // owners map (watchOwners), the rule watchdog and its quarantiner (guard.go)

@@ -25,28 +25,50 @@ import (
 )
 
 // testService runs a Service on an in-process broker. It returns the broker
-// address; the service stops at cleanup.
+// address; the service stops at cleanup, and Run must return nil.
 func testService(t *testing.T, rules string, opts ...func(*Config)) (*Service, string) {
+	t.Helper()
+	svc, b, stop := startService(t, rules, opts...)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return svc, b.Addr()
+}
+
+// errRunHung is what startService's stop returns when Run has not returned
+// a minute after its context ended: a hang, whatever the shutdown timeout.
+var errRunHung = errors.New("Run has not returned a minute after its context ended")
+
+// startService runs a Service on an in-process broker (two partitions).
+// stop ends the run and returns what Run returned, or errRunHung; it runs
+// at cleanup if the test has not called it.
+func startService(t *testing.T, rules string, opts ...func(*Config)) (svc *Service, b *Broker, stop func() error) {
 	t.Helper()
 	b, err := StartBroker(BrokerConfig{Listen: "127.0.0.1:0", Partitions: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	svc, err := New(context.Background(), testConfig(t, b.Addr(), opts...), []byte(rules), true)
+	svc, err = New(context.Background(), testConfig(t, b.Addr(), opts...), []byte(rules), true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
-	t.Cleanup(func() {
+	stop = sync.OnceValue(func() error {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Minute): // a hang, not a timing
+			return errRunHung
 		}
 	})
-	return svc, b.Addr()
+	t.Cleanup(func() { stop() })
+	return svc, b, stop
 }
 
 // testConfig is the Config of testService's service on the broker at addr.
@@ -527,27 +549,16 @@ func TestDecideAcrossVersions(t *testing.T) {
 // answered as one; the request gets the broker's error, and the service
 // stops rather than run on with a gap in what it recorded.
 func TestDecideNotRecorded(t *testing.T) {
-	b, err := StartBroker(BrokerConfig{Listen: "127.0.0.1:0", Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	svc, err := New(context.Background(), testConfig(t, b.Addr()), []byte(rulesCount), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
+	svc, b, stop := startService(t, rulesCount)
 	defer func() {
-		cancel()
-		if err := <-done; !errors.Is(err, kerr.InvalidRecord) {
+		if err := stop(); !errors.Is(err, kerr.InvalidRecord) {
 			t.Errorf("Run after the broker refused a decision: %v, want the broker's error", err)
 		}
 	}()
 	for svc.Ready() != nil {
 		time.Sleep(20 * time.Millisecond) // waiting for the group to assign
 	}
+	ctx := context.Background()
 	if _, _, err := svc.Decide(ctx, "tx", []byte(`{"tx_id":"a1","user_id":"u1","amount":5,"ts":1000}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -594,19 +605,7 @@ func TestShutdownBrokerSilent(t *testing.T) {
 }
 
 func testShutdownBrokerSilent(t *testing.T, opt func(*Config)) {
-	b, err := StartBroker(BrokerConfig{Listen: "127.0.0.1:0", Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	cfg := testConfig(t, b.Addr(), opt, func(c *Config) { c.ShutdownTimeout = time.Second })
-	svc, err := New(context.Background(), cfg, []byte(rulesCount), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
+	svc, b, stop := startService(t, rulesCount, opt, func(c *Config) { c.ShutdownTimeout = time.Second })
 	for svc.Ready() != nil {
 		time.Sleep(20 * time.Millisecond) // waiting for the group to assign
 	}
@@ -615,19 +614,16 @@ func testShutdownBrokerSilent(t *testing.T, opt func(*Config)) {
 		b.Cluster().KeepControl()
 		return nil, nil, true
 	})
-	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancelShort()
 	if _, _, err := svc.Decide(short, "tx", []byte(`{"tx_id":"a1","user_id":"u1","amount":5,"ts":1000}`)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a decision the broker never acknowledges: %v, want its deadline", err)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Error("Run returned nil with its outputs unacknowledged")
-		}
-	case <-time.After(time.Minute): // a hang, not a timing: the bound is 1 s
-		t.Fatal("Run has not returned a minute after its context ended (shutdown timeout 1 s)")
+	switch err := stop(); {
+	case errors.Is(err, errRunHung):
+		t.Fatalf("%v (shutdown timeout 1 s)", err)
+	case err == nil:
+		t.Error("Run returned nil with its outputs unacknowledged")
 	}
 }
 
