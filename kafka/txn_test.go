@@ -304,12 +304,13 @@ rules:
 		t.Error("a task that restored its state warned that it had none")
 	}
 	// Checkpoints do not move between stores: on the dir store, which
-	// never held one, the tasks start without state, and say so.
-	run(atLeastOnceDir, func(svc *Service) {
-		if got := action(svc, "eeeee"); got != "allow" {
-			t.Fatalf("eeeee on a store without checkpoints: %s", got)
-		}
-	})
+	// never held one, the tasks start without state, and say so. What
+	// eeeee is decided is not asserted: the tasks read again, into their
+	// empty state, the events after the group's committed offsets, and
+	// how far those reached depends on how much of its own API events the
+	// exactly-once run had read back before it stopped (usually all of
+	// them, then "allow"; now and then not, then "review").
+	run(atLeastOnceDir, func(svc *Service) { action(svc, "eeeee") })
 	if !strings.Contains(logs.String(), "task starts without state from the group's committed offsets") {
 		t.Errorf("no warning that a task started without state:\n%s", logs.String())
 	}
