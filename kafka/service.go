@@ -722,6 +722,12 @@ func (s *Service) revoke(ctx context.Context, _ *kgo.Client, lost map[string][]i
 	}
 	// A task whose final checkpoint fails hands on its previous one: its
 	// next owner replays from there, so the error is logged, not fatal.
+	// The wait is bounded as a shutdown's is: franz-go's context lasts as
+	// long as the client, and a save whose outputs the broker never
+	// acknowledges would hold this member out of the group for good
+	// (franz-go waits for this callback before it rejoins).
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
+	defer cancel()
 	_ = s.stopTasks(ctx, parts)
 }
 

@@ -627,6 +627,44 @@ func testShutdownBrokerSilent(t *testing.T, opt func(*Config)) {
 	}
 }
 
+// TestRevokeBrokerSilent: a partition revoked while the broker acknowledges
+// no write gives up its final checkpoint after the shutdown timeout, as a
+// shutdown does, rather than holding franz-go's rebalance callback (and so
+// this member out of the group) for as long as the client lives.
+func TestRevokeBrokerSilent(t *testing.T) {
+	svc, b, stop := startService(t, rulesCount, func(c *Config) { c.ShutdownTimeout = time.Second })
+	for svc.Ready() != nil {
+		time.Sleep(20 * time.Millisecond) // waiting for the group to assign
+	}
+	p := partitionOf("u1", svc.counts["tx"])
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		b.Cluster().KeepControl()
+		return nil, nil, true // read, and never answered
+	})
+	// An output in flight that the final checkpoint must wait for.
+	if _, _, err := svc.Decide(short, "tx", []byte(`{"tx_id":"a1","user_id":"u1","amount":5,"ts":1000}`)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a decision the broker never acknowledges: %v, want its deadline", err)
+	}
+	revoked := make(chan struct{})
+	go func() {
+		defer close(revoked)
+		svc.revoke(context.Background(), nil, map[string][]int32{"tx": {p}}) // the client's context: no end
+	}()
+	select {
+	case <-revoked:
+	case <-time.After(time.Minute):
+		t.Fatal("the revoke has not returned a minute later (shutdown timeout 1 s)")
+	}
+	if svc.task(p) != nil {
+		t.Errorf("task %d still runs after its revoke", p)
+	}
+	if err := stop(); errors.Is(err, errRunHung) {
+		t.Error(err)
+	}
+}
+
 // TestDecideTaskStopped: a request that found its task just before the
 // task stopped (its partition revoked, or the service stopping) is answered
 // "no owner now", not left waiting for a task that will never run it. (It

@@ -52,7 +52,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fetchMinBytes := fs.Int("fetch-min-bytes", int(d.FetchMinBytes), "bytes a fetch waits for, up to --fetch-max-wait: 1 returns with the first record (latency); 65536 with --fetch-max-wait 10ms carries many records per fetch under load (about 9% less CPU per API decision at 5,000/s, but about 7 ms more from input record to decision)")
 	fs.IntVar(&cfg.MaxRecordBytes, "max-record-bytes", d.MaxRecordBytes, "larger input records go to the DLQ")
 	redisAddr := fs.String("redis", "", "Redis address (host:port) for the ruleset's redis enrichments")
-	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "bound on the final drain and checkpoint after SIGTERM")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "bound on the final drain and checkpoint after SIGTERM, and on a task's when the group moves its partition away")
 	fs.DurationVar(&cfg.RuleTimeLimit, "rule-time-limit", d.RuleTimeLimit, "a rule evaluation running longer is stopped (its decision records the error) and the rule quarantined: disabled in a new ruleset version")
 	requestTimeout := fs.Duration("request-timeout", api.DefaultRequestTimeout, "deadline of every API request but backtests: past it the answer is 503")
 	t := &cfg.Topics
