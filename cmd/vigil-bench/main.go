@@ -7,8 +7,10 @@
 // input rate, per delivery and commit interval. vigil-bench loadtest
 // drives POST /v1/decisions of a running vigil serve at a fixed rate (open
 // loop) and reports latencies; vigil-bench bare serves the floor it is
-// compared with, a bare handler that decodes the same JSON. The figures they produce, the commands that
-// produced them and what was tried are in docs/performance.md.
+// compared with, a bare handler that decodes the same JSON; vigil-bench
+// compare starts such servers in turn and compares them, round after round.
+// The figures they produce, the commands that produced them and what was
+// tried are in docs/performance.md.
 package main
 
 import (
@@ -27,6 +29,7 @@ func program() cli.Program {
 			"bench":    {Summary: "measure throughput and latency: Kafka pass-through ceiling, replay, Vigil over Kafka", Run: runBench},
 			"loadtest": {Summary: "send decision requests to a running vigil serve at a fixed rate and report latencies", Run: runLoadtest},
 			"bare":     {Summary: "serve a bare POST /v1/decisions (decode the event, answer a decision; no engine, no Kafka): the floor loadtest measures the API against", Run: runBare},
+			"compare":  {Summary: "start servers of POST /v1/decisions in turn (vigil serve, bare) and compare their CPU per request, latency and highest rate", Run: runCompare},
 		},
 	}
 }

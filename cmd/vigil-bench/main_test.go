@@ -33,6 +33,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"bench", "--profile-phase", "warmup"}, 2, "--profile-phase must be passthrough, replay, kafka or latency"},
 		{[]string{"loadtest", "--rate", "x"}, 2, `invalid value "x" for flag -rate`},
 		{[]string{"loadtest", "--rate", "0", "--workers", "0"}, 2, "--rate must be positive\n--workers must be positive\nUsage: vigil-bench loadtest"},
+		{[]string{"compare", "--help"}, 0, "Usage: vigil-bench compare [flags] SERVER SERVER..."},
+		{[]string{"compare"}, 2, "give at least one SERVER\nUsage: vigil-bench compare"},
+		{[]string{"compare", "--rounds", "0", "bare"}, 2, "--rounds 0: give a positive number"},
 	} {
 		var out strings.Builder // stdout and stderr together: the usage goes to stderr
 		if code := program().Run(context.Background(), tt.args, &out, &out); code != tt.code || !strings.Contains(out.String(), tt.want) {
