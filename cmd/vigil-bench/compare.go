@@ -109,20 +109,53 @@ Flags:
 			fmt.Fprintf(stdout, "round %d  server %s  %s\n", round+1, servers[i].label, r)
 		}
 	}
-	fmt.Fprintln(stdout, "medians, and ratios to server 1:")
-	base := median(results[0])
+	fmt.Fprintln(stdout, "medians:")
 	for i := range servers {
-		md := median(results[i])
-		fmt.Fprintf(stdout, "server %s  %s", servers[i].label, md)
-		if i > 0 {
-			fmt.Fprintf(stdout, "  |  cpu ×%s  p99 ×%s", formatRatio(md.cpu, base.cpu), formatRatio(md.p99, base.p99))
-			if *findMax {
-				fmt.Fprintf(stdout, "  max rate ×%s", formatRatio(float64(md.maxRate), float64(base.maxRate)))
-			}
+		fmt.Fprintf(stdout, "server %s  %s\n", servers[i].label, median(results[i]))
+	}
+	if len(servers) > 1 {
+		fmt.Fprintln(stdout, "ratios to server 1 in the same round (their median, then each round's):")
+	}
+	for i := 1; i < len(servers); i++ {
+		fmt.Fprintf(stdout, "server %s  cpu %s  p99 %s", servers[i].label,
+			roundRatios(results[i], results[0], func(r runResult) float64 { return r.cpu }),
+			roundRatios(results[i], results[0], func(r runResult) float64 { return r.p99 }))
+		if *findMax {
+			fmt.Fprintf(stdout, "  max rate %s", roundRatios(results[i], results[0], func(r runResult) float64 { return float64(r.maxRate) }))
 		}
 		fmt.Fprintln(stdout)
 	}
 	return nil
+}
+
+// roundRatios formats the ratios of f of rs to f of base, round by round,
+// after their median: "×0.43 (0.41 0.43 0.52)". A ratio of a figure not
+// known is left out.
+func roundRatios(rs, base []runResult, f func(runResult) float64) string {
+	var all []float64
+	var each []string
+	for k := range rs {
+		a, b := f(rs[k]), f(base[k])
+		if a < 0 || b <= 0 {
+			each = append(each, "?")
+			continue
+		}
+		all = append(all, a/b)
+		each = append(each, strconv.FormatFloat(a/b, 'f', 2, 64))
+	}
+	if len(all) == 0 {
+		return "×? (" + strings.Join(each, " ") + ")"
+	}
+	return "×" + strconv.FormatFloat(medianOf(all), 'f', 2, 64) + " (" + strings.Join(each, " ") + ")"
+}
+
+// medianOf sorts v and returns its median.
+func medianOf(v []float64) float64 {
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 // maxServers bounds compare's SERVER arguments.
@@ -173,22 +206,11 @@ func median(rs []runResult) runResult {
 		for i, r := range rs {
 			v[i] = f(r)
 		}
-		slices.Sort(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
-		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+		return medianOf(v)
 	}
 	return runResult{cpu: mid(func(r runResult) float64 { return r.cpu }), p50: mid(func(r runResult) float64 { return r.p50 }),
 		p99: mid(func(r runResult) float64 { return r.p99 }), errors: int64(mid(func(r runResult) float64 { return float64(r.errors) })),
 		maxRate: int(mid(func(r runResult) float64 { return float64(r.maxRate) }))}
-}
-
-func formatRatio(a, b float64) string {
-	if a < 0 || b <= 0 {
-		return "?"
-	}
-	return strconv.FormatFloat(a/b, 'f', 2, 64)
 }
 
 // run starts s, loads it and stops it.
@@ -247,7 +269,7 @@ func (m *measure) run(ctx context.Context, s *server) (runResult, error) {
 	}
 	cpu1, err := processCPU(cmd.Process.Pid)
 	r := runResult{cpu: -1, p50: res.P50, p99: res.P99, errors: res.Errors}
-	if cpuErr == nil && err == nil && res.OK > 0 {
+	if cpuErr == nil && err == nil && res.OK > 0 && cpu1 > cpu0 { // no tick counted: too short a run to tell
 		r.cpu = float64((cpu1 - cpu0).Microseconds()) / float64(res.OK)
 	}
 	if m.findMax {
