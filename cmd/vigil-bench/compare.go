@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -253,11 +251,7 @@ func (m *measure) run(ctx context.Context, s *server) (runResult, error) {
 	if err := waitReady(ctx, url, m.ready, exited, cmd); err != nil {
 		return failed(err)
 	}
-	var tag [4]byte
-	rand.Read(tag[:])
-	lt := &loadtest{prefix: hex.EncodeToString(tag[:]), url: url + "/v1/decisions?stream=" + m.stream, token: m.token,
-		users: m.users, workers: m.workers,
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: m.workers, MaxConnsPerHost: m.workers}, Timeout: 10 * time.Second}}
+	lt := newLoadtest(url, m.stream, m.token, m.users, m.workers)
 	defer lt.client.CloseIdleConnections()
 	if _, err := lt.run(ctx, m.rate, m.warmup); err != nil {
 		return failed(err)
@@ -279,7 +273,7 @@ func (m *measure) run(ctx context.Context, s *server) (runResult, error) {
 				return false, err
 			}
 			fmt.Fprintf(m.log, "  find-max  rate %6d/s  errors %5d  p99 %7.2f ms\n", rate, res.Errors, res.P99)
-			return res.Errors == 0 && res.P99 <= float64(m.maxP99.Microseconds())/1000 && res.Achieved >= 0.95*float64(rate), nil
+			return res.sustains(m.maxP99), nil
 		})
 		if err != nil {
 			return failed(err)
