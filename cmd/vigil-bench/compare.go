@@ -337,6 +337,11 @@ func processCPU(pid int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	return statCPU(b)
+}
+
+// statCPU reads utime and stime from the text of a /proc/PID/stat.
+func statCPU(b []byte) (time.Duration, error) {
 	// The fields after the command name, which is in parentheses and may
 	// hold spaces: state is the 3rd field, utime the 14th, stime the 15th.
 	i := bytes.LastIndexByte(b, ')')

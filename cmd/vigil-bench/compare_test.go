@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMain lets compare start this test binary as a server: the command
@@ -52,5 +53,22 @@ func TestCompareServerFails(t *testing.T) {
 	code := program().Run(context.Background(), []string{"compare", "--rounds", "1", "sh -c echo_gone;exit_3"}, &out, &out)
 	if code == 0 || !strings.Contains(out.String(), "exited before it was ready") {
 		t.Errorf("exit %d:\n%s", code, out.String())
+	}
+}
+
+// TestStatCPU: user and system time from /proc/PID/stat, whose command name
+// may hold spaces and parentheses.
+func TestStatCPU(t *testing.T) {
+	line := "4242 (vigil (x) y) S 1 4242 4242 0 -1 4194560 5000 0 0 0 1234 567 0 0 20 0 9 0 100 0 0\n"
+	if got, err := statCPU([]byte(line)); err != nil || got != 18010*time.Millisecond {
+		t.Errorf("statCPU = %v, %v; want 18.01s", got, err)
+	}
+	for _, bad := range []string{"", "4242 (vigil) S 1 2", "4242 (vigil) S 1 4242 4242 0 -1 4194560 5000 0 0 0 x 567 0"} {
+		if _, err := statCPU([]byte(bad)); err == nil {
+			t.Errorf("statCPU(%q): no error", bad)
+		}
+	}
+	if _, err := processCPU(os.Getpid()); err != nil {
+		t.Errorf("processCPU(self): %v", err)
 	}
 }
