@@ -30,7 +30,7 @@ import (
 // this kind of machine is shared and its speed drifts from hour to hour: a
 // ratio between runs taken side by side is the figure to trust, not a run.
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := program().NewFlags("compare", "compare [flags] SERVER SERVER...", stderr)
+	fs := program().NewFlags("compare", "compare [flags] SERVER...", stderr)
 	rounds := fs.Int("rounds", 3, "runs of each server, alternated")
 	rate := fs.Int("rate", 5000, "requests per second of the measured run")
 	duration := fs.Duration("duration", 15*time.Second, "length of the measured run")
@@ -44,7 +44,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	workers := fs.Int("workers", 256, "concurrent connections")
 	ready := fs.Duration("ready-timeout", time.Minute, "how long a server may take to answer GET /readyz")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: vigil-bench compare [flags] SERVER SERVER...
+		fmt.Fprint(stderr, `Usage: vigil-bench compare [flags] SERVER...
 
 Each SERVER is a command line (split on spaces) that serves POST /v1/decisions
 on {addr}, a free loopback address compare puts in its place; {dir} becomes a

@@ -33,7 +33,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"bench", "--profile-phase", "warmup"}, 2, "--profile-phase must be passthrough, replay, kafka or latency"},
 		{[]string{"loadtest", "--rate", "x"}, 2, `invalid value "x" for flag -rate`},
 		{[]string{"loadtest", "--rate", "0", "--workers", "0"}, 2, "--rate must be positive\n--workers must be positive\nUsage: vigil-bench loadtest"},
-		{[]string{"compare", "--help"}, 0, "Usage: vigil-bench compare [flags] SERVER SERVER..."},
+		{[]string{"compare", "--help"}, 0, "Usage: vigil-bench compare [flags] SERVER..."},
 		{[]string{"compare"}, 2, "give at least one SERVER\nUsage: vigil-bench compare"},
 		{[]string{"compare", "--rounds", "0", "bare"}, 2, "--rounds 0: give a positive number"},
 	} {
