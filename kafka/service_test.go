@@ -606,24 +606,31 @@ func TestShutdownBrokerSilent(t *testing.T) {
 
 func testShutdownBrokerSilent(t *testing.T, opt func(*Config)) {
 	svc, b, stop := startService(t, rulesCount, opt, func(c *Config) { c.ShutdownTimeout = time.Second })
-	for svc.Ready() != nil {
-		time.Sleep(20 * time.Millisecond) // waiting for the group to assign
-	}
-	// Produce requests are read and never answered from now on.
-	b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		b.Cluster().KeepControl()
-		return nil, nil, true
-	})
-	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancelShort()
-	if _, _, err := svc.Decide(short, "tx", []byte(`{"tx_id":"a1","user_id":"u1","amount":5,"ts":1000}`)); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("a decision the broker never acknowledges: %v, want its deadline", err)
-	}
+	silenceBroker(t, svc, b)
 	switch err := stop(); {
 	case errors.Is(err, errRunHung):
 		t.Fatalf("%v (shutdown timeout 1 s)", err)
 	case err == nil:
 		t.Error("Run returned nil with its outputs unacknowledged")
+	}
+}
+
+// silenceBroker waits for svc's tasks, then makes b read every Produce
+// request and answer none, and leaves a decision of user u1 in flight:
+// an output the next checkpoint of its task must wait for.
+func silenceBroker(t *testing.T, svc *Service, b *Broker) {
+	t.Helper()
+	for svc.Ready() != nil {
+		time.Sleep(20 * time.Millisecond) // waiting for the group to assign
+	}
+	b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		b.Cluster().KeepControl()
+		return nil, nil, true
+	})
+	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, _, err := svc.Decide(short, "tx", []byte(`{"tx_id":"a1","user_id":"u1","amount":5,"ts":1000}`)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a decision the broker never acknowledges: %v, want its deadline", err)
 	}
 }
 
@@ -633,20 +640,8 @@ func testShutdownBrokerSilent(t *testing.T, opt func(*Config)) {
 // this member out of the group) for as long as the client lives.
 func TestRevokeBrokerSilent(t *testing.T) {
 	svc, b, stop := startService(t, rulesCount, func(c *Config) { c.ShutdownTimeout = time.Second })
-	for svc.Ready() != nil {
-		time.Sleep(20 * time.Millisecond) // waiting for the group to assign
-	}
-	p := partitionOf("u1", svc.counts["tx"])
-	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancelShort()
-	b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		b.Cluster().KeepControl()
-		return nil, nil, true // read, and never answered
-	})
-	// An output in flight that the final checkpoint must wait for.
-	if _, _, err := svc.Decide(short, "tx", []byte(`{"tx_id":"a1","user_id":"u1","amount":5,"ts":1000}`)); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("a decision the broker never acknowledges: %v, want its deadline", err)
-	}
+	silenceBroker(t, svc, b)
+	p := partitionOf("u1", svc.counts["tx"]) // the task of silenceBroker's decision
 	revoked := make(chan struct{})
 	go func() {
 		defer close(revoked)

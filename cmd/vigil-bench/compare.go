@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -144,17 +143,10 @@ func roundRatios(rs, base []runResult, f func(runResult) float64) string {
 	if len(all) == 0 {
 		return "×? (" + strings.Join(each, " ") + ")"
 	}
-	return "×" + strconv.FormatFloat(medianOf(all), 'f', 2, 64) + " (" + strings.Join(each, " ") + ")"
+	return "×" + strconv.FormatFloat(medianRun(all, identity), 'f', 2, 64) + " (" + strings.Join(each, " ") + ")"
 }
 
-// medianOf sorts v and returns its median.
-func medianOf(v []float64) float64 {
-	slices.Sort(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
-}
+func identity(x float64) float64 { return x }
 
 // maxServers bounds compare's SERVER arguments.
 const maxServers = 8
@@ -204,7 +196,7 @@ func median(rs []runResult) runResult {
 		for i, r := range rs {
 			v[i] = f(r)
 		}
-		return medianOf(v)
+		return medianRun(v, identity)
 	}
 	return runResult{cpu: mid(func(r runResult) float64 { return r.cpu }), p50: mid(func(r runResult) float64 { return r.p50 }),
 		p99: mid(func(r runResult) float64 { return r.p99 }), errors: int64(mid(func(r runResult) float64 { return float64(r.errors) })),

@@ -197,6 +197,6 @@ func ratio(alo, eos []*benchKafka) *benchRatio {
 	}
 	rate := func(k *benchKafka) float64 { return k.EventsPerSec }
 	r.MedianRun = medianRun(eos, rate).EventsPerSec / medianRun(alo, rate).EventsPerSec
-	r.MedianOfRuns = medianRun(r.Runs, func(x float64) float64 { return x })
+	r.MedianOfRuns = medianRun(r.Runs, identity)
 	return r
 }
