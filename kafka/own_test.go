@@ -56,3 +56,36 @@ func TestOwnEventsSkipped(t *testing.T) {
 		t.Errorf("an event with the header but not in the set: %d records, want %d", got, n+1)
 	}
 }
+
+// TestOnlyAPI: the poll loop waits before its next fetch only after one
+// that held records and nothing but the decision API's events; an empty
+// poll, or one with a record from any other producer, goes on at once.
+func TestOnlyAPI(t *testing.T) {
+	api := func() *kgo.Record { return &kgo.Record{Headers: []kgo.RecordHeader{originAPI}} }
+	other := func() *kgo.Record {
+		return &kgo.Record{Headers: []kgo.RecordHeader{{Key: originAPI.Key, Value: []byte("kafka")}}}
+	}
+	fetches := func(parts ...[]*kgo.Record) kgo.Fetches {
+		var ps []kgo.FetchPartition
+		for i, rs := range parts {
+			ps = append(ps, kgo.FetchPartition{Partition: int32(i), Records: rs})
+		}
+		return kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "tx", Partitions: ps}}}}
+	}
+	for _, c := range []struct {
+		name string
+		fs   kgo.Fetches
+		want bool
+	}{
+		{"nothing", nil, false},
+		{"empty partitions", fetches(nil, nil), false},
+		{"API only", fetches([]*kgo.Record{api(), api()}, nil, []*kgo.Record{api()}), true},
+		{"another producer's first", fetches([]*kgo.Record{other(), api()}), false},
+		{"another producer's in a later partition", fetches([]*kgo.Record{api()}, []*kgo.Record{api(), other()}), false},
+		{"no headers", fetches([]*kgo.Record{{}}), false},
+	} {
+		if got := onlyAPI(c.fs); got != c.want {
+			t.Errorf("%s: onlyAPI = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
