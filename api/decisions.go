@@ -96,7 +96,7 @@ func (h *Handler) postDecision(w http.ResponseWriter, r *http.Request) {
 		h.problem(w, r, http.StatusBadRequest, probBadRequest, "the body must be the event as a JSON object")
 		return
 	}
-	stream, ok := h.decideStream(w, r, r.URL.Query().Get("stream"))
+	stream, ok := h.decideStream(w, r, query(r, "stream"))
 	if !ok {
 		return
 	}

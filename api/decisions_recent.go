@@ -26,7 +26,7 @@ func (h *Handler) listDecisions(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q := service.DecisionQuery{Limit: int(limit), Action: r.URL.Query().Get("action"), Rule: r.URL.Query().Get("rule")}
+	q := service.DecisionQuery{Limit: int(limit), Action: query(r, "action"), Rule: query(r, "rule")}
 	switch q.Action {
 	case "", "allow", "review", "block":
 	default:

@@ -29,7 +29,7 @@ func (h *Handler) getEntity(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q := service.EntityQuery{Limit: int(limit), Before: before, Stream: r.URL.Query().Get("stream")}
+	q := service.EntityQuery{Limit: int(limit), Before: before, Stream: query(r, "stream")}
 	e, err := h.b.Entity(r.Context(), key, q)
 	if owner, ok := h.canForward(r, err); ok {
 		h.forward(w, r, owner, nil)

@@ -14,8 +14,12 @@ import (
 	"github.com/vigil-cep/vigil/rules"
 )
 
-// originAPI marks input records the decision API wrote.
-var originAPI = kgo.RecordHeader{Key: "vigil-origin", Value: []byte("api")}
+// originAPI marks input records the decision API wrote; apiHeaders is the
+// headers of each, shared (the client only reads them).
+var (
+	originAPI  = kgo.RecordHeader{Key: "vigil-origin", Value: []byte("api")}
+	apiHeaders = []kgo.RecordHeader{originAPI}
+)
 
 func fromAPI(r *kgo.Record) bool {
 	for _, h := range r.Headers {
@@ -128,7 +132,7 @@ func (s *Service) decide(ctx context.Context, streamName string, body []byte) (d
 		wg.Add(2)
 		cl := t.producer(gen)
 		cl.Produce(context.Background(), &kgo.Record{Topic: st.Topic, Partition: part, Key: []byte(rec.Key), Value: body,
-			Headers: []kgo.RecordHeader{originAPI}}, func(r *kgo.Record, err error) {
+			Headers: apiHeaders}, func(r *kgo.Record, err error) {
 			if err == nil {
 				t.own.add(r.Topic, r.Offset)
 			}
