@@ -551,12 +551,13 @@ func (s *Service) poll(ctx context.Context) error {
 
 // ownPollPause is how long poll waits before it takes the next fetch when
 // the last one held only the decision API's own events. Under API load the
-// consumer would otherwise fetch each event back alone, or nearly: at
-// 5,000 decisions/s, 0.3 to 0.45 fetches per decision, each costing the
-// broker and the client more than the record it carries. A millisecond's
-// wait makes them about a tenth as many and takes about a tenth off the
-// CPU of a decision (docs/performance.md). The API's answers never wait for
-// it, and a record from another producer waits at most this long, only
+// consumer would otherwise fetch each event back alone, or nearly: at 5,000
+// decisions/s, 0.3 to 0.45 fetches per decision, each costing the broker
+// and the client more than the record it carries. A millisecond's wait
+// makes them about half as many (0.15 per decision; 2 ms made them a fifth,
+// for the same CPU) and takes 3-10% off the CPU of a decision and a sixth
+// off its allocation (docs/performance.md). The API's answers never wait
+// for it, and a record from another producer waits at most this long, only
 // while the API's events are all the input there is.
 const ownPollPause = time.Millisecond
 
