@@ -563,14 +563,15 @@ const ownPollPause = time.Millisecond
 
 // onlyAPI reports whether fs holds records, all written by the decision API.
 func onlyAPI(fs kgo.Fetches) bool {
-	n := 0
+	if fs.Empty() {
+		return false
+	}
 	for r := range fs.RecordsAll() {
 		if !fromAPI(r) {
 			return false
 		}
-		n++
 	}
-	return n > 0
+	return true
 }
 
 // deliverHeld hands held batches to their tasks, in order, as far as their
