@@ -40,6 +40,8 @@ type Operator struct {
 	timers   timerHeap
 
 	watch func(key string) // see Watch; nil when no one watches
+	// lagging says windows may be overdue (Raise): Add catches its key up.
+	lagging bool
 }
 
 // keyState holds the live windows of one key, sorted by (start, end).
@@ -159,10 +161,18 @@ func (o *Operator) Add(key string, t int64, args []any, wm int64, emit func(Resu
 // AddKey is Add with a Key handle on key's state (see Key): k must have been
 // used with this key only.
 func (o *Operator) AddKey(k *Key, key string, t int64, args []any, wm int64, emit func(Result)) bool {
-	o.Advance(wm, emit)
+	if wm > o.wm {
+		o.Advance(wm, emit)
+	}
 	ks := k.ks
 	if ks == nil || !ks.live || ks.op != o {
 		ks = o.keys.get(key)
+	}
+	if o.lagging && ks != nil {
+		o.catchUp(ks, emit) // may drop ks: then it is not live
+		if !ks.live {
+			ks = nil
+		}
 	}
 	var ok bool
 	switch o.spec.Kind {
@@ -296,20 +306,56 @@ func (o *Operator) settle(w *window, change timerChange, emit func(Result)) {
 }
 
 // Advance moves the operator to watermark wm; a wm at or below the current
-// watermark does nothing. Every window with end-1 <= wm that has not fired
-// yet fires through emit, in order of (end-1, key, start); then every window
-// with end-1+AllowedLateness <= wm is dropped, and so is a key with no
-// windows left. It costs O(log n) per fired or dropped window.
+// watermark moves nothing, but still works off what a Raise left overdue.
+// Every window with end-1 <= wm that has not fired yet fires through emit, in
+// order of (end-1, key, start); then every window with end-1+AllowedLateness
+// <= wm is dropped, and so is a key with no windows left. It costs O(log n)
+// per fired or dropped window.
 //
 // emit must not call back into the Operator.
 func (o *Operator) Advance(wm int64, emit func(Result)) {
-	if wm <= o.wm {
-		return
+	o.Raise(wm)
+	o.Drain(emit, nil)
+}
+
+// Raise moves the operator to watermark wm as Advance does, but fires and
+// drops nothing yet: the windows due at or before wm become overdue. Drain
+// works them off in Advance's order, a few at a time, and CatchUp does so
+// for one key; Add and AddKey catch their key up first. So every key sees
+// the firings and drops Advance would have made, in the same order, before
+// anything else happens to its windows; only the order across keys changes
+// (docs/design.md "Firing in slices"). Until Overdue reports false, a caller
+// catches a key up before it reads the key's windows (Live, HasKey,
+// EncodeKey, NextTimer), and drains them all before it reads the whole
+// state (Encode, Keys). A wm at or below the current watermark does nothing.
+func (o *Operator) Raise(wm int64) {
+	if wm > o.wm {
+		o.wm = wm
+		o.lagging = o.Overdue()
 	}
-	o.wm = wm
+}
+
+// Overdue reports whether windows due at the watermark have yet to fire or
+// be dropped: a Raise that Drain has not worked off.
+func (o *Operator) Overdue() bool { return len(o.timers) > 0 && o.timers[0].at <= o.wm }
+
+// Drain fires and drops the overdue windows (Raise) in Advance's order
+// until none is left, or until more (asked every drainCheck windows; nil:
+// never) reports false; it reports whether none is left.
+//
+// emit must not call back into the Operator.
+func (o *Operator) Drain(emit func(Result), more func() bool) bool {
 	dropped := false
+	defer func() {
+		if dropped {
+			o.shrink()
+		}
+	}()
 	var watched *keyState // the key last reported to o.watch
-	for len(o.timers) > 0 && o.timers[0].at <= wm {
+	for n := 1; len(o.timers) > 0 && o.timers[0].at <= o.wm; n++ {
+		if more != nil && n%drainCheck == 0 && !more() {
+			return false
+		}
 		w := o.timers[0]
 		// Every entry due here fires (setting fired) or drops its window:
 		// report the key before either. A key's entries due at the same
@@ -319,24 +365,70 @@ func (o *Operator) Advance(wm int64, emit func(Result)) {
 			watched = w.ks
 			o.watch(w.key)
 		}
-		if w.armed {
-			// Fire entries leave the heap in (end-1, key, start) order;
-			// cleanup entries in between emit nothing.
-			o.fire(w, emit)
-			w.armed = false
-			w.at = o.cleanupTime(w.end)
-			if w.at > wm {
-				o.timers.fix(0)
-				continue
+		dropped = o.expire(w, emit) || dropped
+	}
+	o.lagging = false
+	return true
+}
+
+// drainCheck is how many windows Drain works off between two questions to
+// its more function: a few microseconds' work.
+const drainCheck = 16
+
+// CatchUp fires and drops key's overdue windows (Raise), in the order
+// Advance would have; it does nothing for a key with none.
+//
+// emit must not call back into the Operator.
+func (o *Operator) CatchUp(key string, emit func(Result)) {
+	if o.lagging {
+		if ks := o.keys.get(key); ks != nil {
+			o.catchUp(ks, emit)
+		}
+	}
+}
+
+// catchUp is CatchUp for the state of a key that is live.
+func (o *Operator) catchUp(ks *keyState, emit func(Result)) {
+	reported := false
+	for {
+		// The key's next entry in the heap's order (timerLess within one
+		// key): its windows are few, so a scan finds it.
+		var next *window
+		for _, w := range ks.wins {
+			if w.at <= o.wm && (next == nil || timerLess(w, next)) {
+				next = w
 			}
 		}
-		o.timers.remove(0)
-		o.drop(w)
-		dropped = true
+		if next == nil {
+			return
+		}
+		if o.watch != nil && !reported {
+			reported = true
+			o.watch(ks.key)
+		}
+		if o.expire(next, emit) {
+			o.shrink()
+		}
 	}
-	if dropped {
-		o.shrink()
+}
+
+// expire acts on w, whose timer is due: it fires w if it is armed, then
+// drops it if its cleanup time is due too, and reports whether it did.
+func (o *Operator) expire(w *window, emit func(Result)) bool {
+	if w.armed {
+		// Fire entries leave the heap in (end-1, key, start) order;
+		// cleanup entries in between emit nothing.
+		o.fire(w, emit)
+		w.armed = false
+		w.at = o.cleanupTime(w.end)
+		if w.at > o.wm {
+			o.timers.fix(w.idx)
+			return false
+		}
 	}
+	o.timers.remove(w.idx)
+	o.drop(w)
+	return true
 }
 
 // Watch sets fn (nil: none) to be called with a key before the operator

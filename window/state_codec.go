@@ -444,6 +444,7 @@ func (o *Operator) replace(wm int64, keys keyIndex, timers timerHeap) {
 	o.keys = keys
 	o.keysPeak = keys.len() // memory accounting starts afresh, as after shrink
 	o.timers = timers
+	o.lagging = o.Overdue()
 }
 
 // decodeSpec fails d unless the state was written for o's spec and
