@@ -203,6 +203,7 @@ func (t *Task) Cut() (*Cut, error) {
 	if t.cut != nil {
 		return nil, ErrCutInProgress
 	}
+	t.Drain(0) // the state as if every advance had fired at once
 	e := codec.NewEncoder(nil)
 	e.Uvarint(layoutV2)
 	e.Uvarint(kindDelta)

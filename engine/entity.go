@@ -71,6 +71,7 @@ func (t *Task) Entity(key string, q service.EntityQuery) *service.Entity {
 			v.History[st.Name] = evs
 		}
 	}
+	t.catchUp(key)
 	for i, op := range t.windows {
 		name := t.rs.Windows[i].Name
 		op.Live(key, func(r window.Result) {

@@ -90,6 +90,7 @@ var emptyRecord = []byte{0, 0, 0, 0}
 // takes to encode; a live task checkpoints with Cut instead, which writes
 // only what changed and holds the task for no longer than it chooses.
 func (t *Task) Snapshot() ([]byte, error) {
+	t.Drain(0) // the state as if every advance had fired at once
 	// Room for the previous snapshot and an eighth more: growing the
 	// buffer by doubling copied and cleared about twice the snapshot's
 	// size, and the garbage made the collector run during the encode.

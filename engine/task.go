@@ -161,6 +161,9 @@ type Task struct {
 	needBase     bool                      // the state restored cannot take deltas (NeedsBase)
 	layoutBytes  []byte                    // the snapshot's layout section (layout)
 	decided      *Decided                  // while Decide runs: where the decision of its record goes (decide.go)
+	sliced       bool                      // advances fire windows in slices (firing.go)
+	fireInline   int                       // with sliced: how many an advance fires at once (fireInline)
+	overdue      bool                      // windows are due that have not fired yet (firing.go)
 	deciding     string                    // the id Decide decides
 
 	// Incremental checkpoints (cut.go): while tracked, the keys changed
@@ -739,9 +742,7 @@ func (t *Task) advance(wm int64) {
 	for _, jo := range t.joins {
 		jo.op.Advance(wm)
 	}
-	for i, op := range t.windows {
-		op.Advance(wm, t.fire[i])
-	}
+	t.fireWindows(wm)
 	t.decideDue(wm)
 	for i, s := range t.seen {
 		if s != nil {

@@ -340,8 +340,8 @@ func (o *Operator) Raise(wm int64) {
 func (o *Operator) Overdue() bool { return len(o.timers) > 0 && o.timers[0].at <= o.wm }
 
 // Drain fires and drops the overdue windows (Raise) in Advance's order
-// until none is left, or until more (asked every drainCheck windows; nil:
-// never) reports false; it reports whether none is left.
+// until none is left, or until more (asked before each window; nil: go on)
+// reports false; it reports whether none is left.
 //
 // emit must not call back into the Operator.
 func (o *Operator) Drain(emit func(Result), more func() bool) bool {
@@ -352,8 +352,8 @@ func (o *Operator) Drain(emit func(Result), more func() bool) bool {
 		}
 	}()
 	var watched *keyState // the key last reported to o.watch
-	for n := 1; len(o.timers) > 0 && o.timers[0].at <= o.wm; n++ {
-		if more != nil && n%drainCheck == 0 && !more() {
+	for len(o.timers) > 0 && o.timers[0].at <= o.wm {
+		if more != nil && !more() {
 			return false
 		}
 		w := o.timers[0]
@@ -370,10 +370,6 @@ func (o *Operator) Drain(emit func(Result), more func() bool) bool {
 	o.lagging = false
 	return true
 }
-
-// drainCheck is how many windows Drain works off between two questions to
-// its more function: a few microseconds' work.
-const drainCheck = 16
 
 // CatchUp fires and drops key's overdue windows (Raise), in the order
 // Advance would have; it does nothing for a key with none.

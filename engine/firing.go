@@ -1,0 +1,85 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/vigil-cep/vigil/stream"
+)
+
+// Firing in slices (docs/design.md "Firing in slices"). An advance across
+// an hour's end fires the hourly window of every key that paid in the hour:
+// at a million keys, seconds of a task's time in one go, during which it
+// answers no request. A task told to (SliceFiring) fires at most
+// fireInline windows in the advance; the windows' watermark moves all the
+// same (window.Operator.Raise), and the rest are overdue. The driver works
+// them off between requests and batches (Drain), and every key catches up
+// before anything reads or changes its windows, so each key sees the same
+// firings in the same order as at once; only the order across keys changes.
+
+// fireInline is how many windows an advance fires at once before it leaves
+// the rest to Drain: a few hundred microseconds, so that the common advance
+// (a window or two) fires as it would without slices.
+const fireInline = 256
+
+// SliceFiring makes the task's advances fire at most fireInline windows at
+// once, and leave the rest overdue for Drain. A service task does; replay
+// fires everything in the advance (the order of its outputs is part of what
+// it promises), and so does an advance to the end of the input (Finish).
+func (t *Task) SliceFiring() { t.sliced, t.fireInline = true, fireInline }
+
+// Overdue reports whether windows due at the watermark have yet to fire:
+// the driver calls Drain until it reports false.
+func (t *Task) Overdue() bool { return t.overdue }
+
+// Drain fires overdue windows for about budget (0 or less: all of them),
+// in the order the advance would have, and reports whether none is left.
+func (t *Task) Drain(budget time.Duration) bool {
+	if !t.overdue {
+		return true
+	}
+	var more func() bool
+	if budget > 0 {
+		// A window takes microseconds to fire: the clock is read every
+		// few of them.
+		start, n := time.Now(), 0
+		more = func() bool { n++; return n%8 != 0 || time.Since(start) < budget }
+	}
+	for i, op := range t.windows {
+		if !op.Drain(t.fire[i], more) {
+			return false
+		}
+	}
+	t.overdue = false
+	return true
+}
+
+// fireWindows moves every window operator to wm (advance): all of their
+// firing at once, or with SliceFiring the first fireInline windows and the
+// rest overdue.
+func (t *Task) fireWindows(wm int64) {
+	if !t.sliced || wm == stream.MaxTime {
+		for i, op := range t.windows {
+			op.Advance(wm, t.fire[i])
+		}
+		t.overdue = false
+		return
+	}
+	left := t.fireInline
+	more := func() bool { left--; return left >= 0 }
+	t.overdue = false
+	for i, op := range t.windows {
+		op.Raise(wm)
+		if !op.Drain(t.fire[i], more) {
+			t.overdue = true
+		}
+	}
+}
+
+// catchUp fires key's overdue windows, for a reader of its state.
+func (t *Task) catchUp(key string) {
+	if t.overdue {
+		for i, op := range t.windows {
+			op.CatchUp(key, t.fire[i])
+		}
+	}
+}
