@@ -76,8 +76,14 @@ func BenchmarkRestore(b *testing.B) {
 // the standard workload with that many users, three events each.
 func benchState(b testing.TB, rs *rules.Ruleset, users int) *Task {
 	b.Helper()
+	return benchStateOf(b, rs, workload.Config{Users: users, Events: 3 * users, Seed: 1})
+}
+
+// benchStateOf is benchState for the workload cfg.
+func benchStateOf(b testing.TB, rs *rules.Ruleset, cfg workload.Config) *Task {
+	b.Helper()
 	var in bytes.Buffer
-	if _, err := workload.Generate(&in, workload.Config{Users: users, Events: 3 * users, Seed: 1}); err != nil {
+	if _, err := workload.Generate(&in, cfg); err != nil {
 		b.Fatal(err)
 	}
 	task, err := NewTask(rs, func(Output) {})
@@ -374,5 +380,64 @@ func (a *benchAgain) send(b *testing.B, task *Task, round int) {
 		a.next++
 		r := testLine(string(line), int64(3*a.users+a.next), a.names)
 		task.process(&r)
+	}
+}
+
+// BenchmarkHourEnd measures how long an hour's end holds a task: the
+// example ruleset's hourly window of every key fires in one advance, 5 s
+// past the hour. The state is benchState's workload ending a minute before
+// the hour, restored, with the keys thawed ahead as Task.Warm does in the
+// service (warm) or left frozen as a watermark jump leaves them (frozen).
+// All at once, the advance holds the task for all of it (hold-ns); with
+// SliceFiring the advance fires fireInline windows and the driver's slices
+// of 500 µs the rest, so the task is held for the longest of those.
+func BenchmarkHourEnd(b *testing.B) {
+	rs := loadRuleset(b, "../examples/fraud.yaml")
+	for _, users := range []int{100_000, 1_000_000} {
+		const hour, rate = 1767225600000 + 3_600_000, 2000
+		span := int64(3*users) * 1000 / rate
+		cfg := workload.Config{Users: users, Events: 3 * users, Seed: 1, Rate: rate, Start: hour - span - 60_000}
+		snap, err := benchStateOf(b, rs, cfg).Snapshot()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, keys := range []string{"warm", "frozen"} {
+			for _, sliced := range []bool{false, true} {
+				b.Run(fmt.Sprintf("users=%d/keys=%s/sliced=%v", users, keys, sliced), func(b *testing.B) {
+					var hold, total time.Duration
+					var fired int64
+					for b.Loop() {
+						b.StopTimer()
+						task, err := NewTask(rs, func(Output) {})
+						if err != nil {
+							b.Fatal(err)
+						}
+						if err := task.Restore(snap); err != nil {
+							b.Fatal(err)
+						}
+						if keys == "warm" {
+							task.thawDue(hour)
+						}
+						if sliced {
+							task.SliceFiring()
+						}
+						runtime.GC()
+						b.StartTimer()
+						start := time.Now()
+						task.advance(hour + 5_000)
+						hold = time.Since(start)
+						for !task.Drain(500 * time.Microsecond) {
+							hold = max(hold, time.Since(start))
+							start = time.Now()
+						}
+						hold = max(hold, time.Since(start))
+						total += time.Since(start)
+						fired = task.Stats().WindowResults
+					}
+					b.ReportMetric(float64(hold.Nanoseconds()), "hold-ns")
+					b.ReportMetric(float64(fired), "windows")
+				})
+			}
+		}
 	}
 }

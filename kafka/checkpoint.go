@@ -68,6 +68,9 @@ const backlogPause = 9
 // passed (and, while batches are queued, backlogPause times its last cut's
 // duration too), or the changes waiting for a cut have piled up.
 func (t *task) checkpointDue() bool {
+	if t.eng.Overdue() {
+		return false // the loop fires them a slice at a time first (stepCut)
+	}
 	if t.eng.Changes() >= t.s.cfg.CheckpointMaxChanges {
 		return true
 	}
@@ -106,6 +109,10 @@ func (t *task) checkpoint(ctx context.Context, background bool) error {
 		t.saving.unlock()
 		return fmt.Errorf("output not acknowledged: %w", *err)
 	}
+	// Windows still due fire now, before the outputs change generation:
+	// the cut holds them fired, so this checkpoint must wait for them
+	// (checkpointDue waits for the loop's slices to do it instead).
+	t.eng.Drain(0)
 	w := t.work
 	w.watermark, w.version = t.eng.Watermark(), t.rs.Version
 	for _, off := range t.next {
@@ -156,10 +163,16 @@ func (t *task) checkpoint(ctx context.Context, background bool) error {
 	return nil
 }
 
-// stepCut encodes the records of the cut in progress for a slice of time,
-// and asks the task's loop for another slice until the cut is done; then
-// its checkpoint is saved on a goroutine of its own.
+// stepCut is the loop's slice of work between batches and requests: it
+// fires windows an advance left due (engine.Task.Drain), else encodes the
+// records of the cut in progress, else thaws and freezes keys (coolStep),
+// for a slice of time each, and asks for another slice until all are done.
+// A cut done is saved on a goroutine of its own.
 func (t *task) stepCut() {
+	if t.eng.Overdue() && !t.eng.Drain(cutSlice) {
+		t.signalStep()
+		return
+	}
 	if t.ckpt.cut == nil {
 		t.coolStep()
 		return

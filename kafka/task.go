@@ -217,7 +217,8 @@ func (t *task) use(rs *rules.Ruleset, data []byte) error {
 			eng.ExpectInput(st.Index, t.part)
 		}
 	}
-	eng.Track() // checkpoints hold what changed since this state (checkpoint.go)
+	eng.Track()       // checkpoints hold what changed since this state (checkpoint.go)
+	eng.SliceFiring() // an hour's end fires between requests (stepCut)
 	for k := range engine.KindCount {
 		t.headers[k] = []kgo.RecordHeader{{Key: "kind", Value: []byte(k.String())},
 			{Key: "ruleset", Value: []byte(rs.Version)}}
@@ -349,14 +350,17 @@ func (t *task) run() {
 		case call := <-t.calls:
 			t.clock.read()
 			call()
+			t.drainLater()
 		case b := <-t.in:
 			t.clock.read()
 			t.process(b)
+			t.drainLater()
 		case <-t.stepSig:
 			t.stepCut()
 		case <-tick.C:
 			t.clock.read()
 			t.eng.Tick() // idleness is measured on the wall clock
+			t.drainLater()
 			t.watermark.Store(t.eng.Watermark())
 			if time.Since(t.lastGauges) >= gaugeEvery {
 				t.reportGauges()
@@ -373,6 +377,14 @@ func (t *task) run() {
 			t.runQueuedCalls()
 			return
 		}
+	}
+}
+
+// drainLater asks the loop for slices while windows an advance left are
+// due (engine.Task.SliceFiring): requests and batches go between them.
+func (t *task) drainLater() {
+	if t.eng.Overdue() {
+		t.signalStep()
 	}
 }
 
