@@ -33,7 +33,10 @@
 // first advances to the watermark it is given, as Advance does):
 //
 //   - A window fires once when wm reaches end-1 (Advance), in the order
-//     (end-1, key, start) across all keys.
+//     (end-1, key, start) across all keys. Raise moves wm without firing,
+//     and Drain and CatchUp fire what is then overdue, in that order for
+//     each key; the order across keys may differ (docs/design.md "Firing in
+//     slices").
 //   - Its state lives until wm reaches end-1+L; then it is dropped (after
 //     firing, when both happen at the same watermark). With L = 0 a window
 //     fires and is dropped at the same watermark.
