@@ -161,10 +161,10 @@ type Task struct {
 	needBase     bool                      // the state restored cannot take deltas (NeedsBase)
 	layoutBytes  []byte                    // the snapshot's layout section (layout)
 	decided      *Decided                  // while Decide runs: where the decision of its record goes (decide.go)
+	deciding     string                    // the id Decide decides
 	sliced       bool                      // advances fire windows in slices (firing.go)
 	fireInline   int                       // with sliced: how many an advance fires at once (fireInline)
 	overdue      bool                      // windows are due that have not fired yet (firing.go)
-	deciding     string                    // the id Decide decides
 
 	// Incremental checkpoints (cut.go): while tracked, the keys changed
 	// since the last cut, the changes to the ids since, and the cut whose
