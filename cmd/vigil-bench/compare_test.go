@@ -35,7 +35,7 @@ func TestCompareCommand(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out.String())
 	}
 	got := out.String()
-	run := regexp.MustCompile(`(?m)^round [12]  server [12]  cpu/req (?:\?| +\d+ µs)  p50 .* errors 0  max rate \d+/s$`)
+	run := regexp.MustCompile(`(?m)^round [12]  server [12]  cpu/req (?:\?| *\d+ µs)  p50 .* errors 0  max rate \d+/s$`)
 	if n := len(run.FindAllString(got, -1)); n != 4 {
 		t.Errorf("%d runs reported with their CPU, no errors and a highest rate, want 4:\n%s", n, got)
 	}
