@@ -359,6 +359,15 @@ func (o *Operator) PrefetchKey(key string) { o.keys.prefetch(key) }
 // the order of the calls changes no firing. o keeps key: a restore passes
 // the string it keeps for the key everywhere, not a slice of a buffer.
 func (o *Operator) DecodeKey(d *codec.Decoder, key string) error {
+	return o.DecodeKeyAt(d, key, o.wm)
+}
+
+// DecodeKeyAt is DecodeKey for a key's state as it was at watermark wm,
+// below the operator's (a state kept elsewhere through a Raise, which
+// RemoveKey's caller gives back late): the windows due between wm and the
+// operator's watermark are overdue, for Drain and CatchUp to fire and drop
+// as the Raise would have had them.
+func (o *Operator) DecodeKeyAt(d *codec.Decoder, key string, wm int64) error {
 	if err := d.Err(); err != nil {
 		return err
 	}
@@ -366,7 +375,8 @@ func (o *Operator) DecodeKey(d *codec.Decoder, key string) error {
 		d.Fail("key %q is restored twice", key)
 		return d.Err()
 	}
-	ks := o.decodeKey(d, key, o.wm, true)
+	wm = min(wm, o.wm)
+	ks := o.decodeKey(d, key, wm, true)
 	if err := d.Err(); err != nil {
 		return err
 	}
@@ -377,6 +387,7 @@ func (o *Operator) DecodeKey(d *codec.Decoder, key string) error {
 	o.keysPeak = max(o.keysPeak, o.keys.len())
 	for _, w := range ks.wins {
 		o.timers.push(w)
+		o.lagging = o.lagging || w.at <= o.wm
 	}
 	return nil
 }
