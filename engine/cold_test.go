@@ -249,7 +249,7 @@ func TestColdStore(t *testing.T) {
 			if rng.IntN(5) == 0 {
 				wake = stream.MaxTime
 			}
-			c.put(key, h, []byte(rec), wake, true)
+			c.put(key, h, []byte(rec), wake, wake, true)
 			want[key] = struct {
 				rec  string
 				wake int64

@@ -29,8 +29,14 @@ type coldSlot struct {
 // coldEntry is one frozen key: its key and record are back to back in
 // chunks[chunk][off:].
 type coldEntry struct {
-	h     uint64
-	wake  int64 // the watermark before which the key must thaw
+	h    uint64
+	wake int64 // the watermark before which the key must thaw
+	// eager is the wake of everything but its windows (the sweep, a
+	// pattern, a join): a task firing in slices lets a key whose windows
+	// alone are due stay frozen through the advance (postpone), and then
+	// at says at which watermark its record was written.
+	eager int64
+	at    int64
 	chunk int32
 	off   int32
 	klen  int32
@@ -39,6 +45,9 @@ type coldEntry struct {
 	// counted says its patterns' partial matches and drops are in the
 	// operators' cold counts: frozen by the task, not restored frozen.
 	counted bool
+	// late says an advance reached its windows' wake and left it frozen
+	// (postpone): it thaws at at, its windows overdue, and wake is eager.
+	late bool
 }
 
 // coldChunk is the size of a chunk; a larger record has one of its own.
@@ -78,8 +87,9 @@ func (c *coldKeys) find(key string, h uint64) int {
 	}
 }
 
-// put adds key (hash h), which c does not hold, with its record.
-func (c *coldKeys) put(key string, h uint64, rec []byte, wake int64, counted bool) {
+// put adds key (hash h), which c does not hold, with its record, its wake
+// and the wake of all but its windows (eager).
+func (c *coldKeys) put(key string, h uint64, rec []byte, wake, eager int64, counted bool) {
 	if c.garbage > c.live && c.garbage >= 4*coldChunk {
 		c.compact()
 	}
@@ -89,7 +99,7 @@ func (c *coldKeys) put(key string, h uint64, rec []byte, wake int64, counted boo
 	c.chunks[chunk] = b
 	c.live += n
 	i := len(c.ents)
-	c.ents = append(c.ents, coldEntry{h: h, wake: wake, chunk: int32(chunk), off: int32(off),
+	c.ents = append(c.ents, coldEntry{h: h, wake: wake, eager: eager, chunk: int32(chunk), off: int32(off),
 		klen: int32(len(key)), rlen: int32(len(rec)), heap: -1, counted: counted})
 	if (len(c.ents))*4 > len(c.slots)*3 {
 		c.resize(max(minKeyTable, 2*len(c.slots)))
@@ -202,6 +212,21 @@ func (c *coldKeys) remove(i int) {
 		*c = coldKeys{} // give everything back
 	} else if len(c.slots) > minKeyTable && len(c.ents)*8 < len(c.slots) {
 		c.resize(len(c.slots) / 2)
+	}
+}
+
+// postpone leaves entry i, whose windows are due, frozen after an advance
+// from watermark at: its wake becomes its eager wake (late).
+func (c *coldKeys) postpone(i int, at int64) {
+	en := &c.ents[i]
+	en.late, en.at, en.wake = true, at, en.eager
+	switch {
+	case en.heap < 0:
+	case en.wake == stream.MaxTime:
+		c.removeWake(int(en.heap))
+	default:
+		c.down(int(en.heap))
+		c.up(int(en.heap))
 	}
 }
 

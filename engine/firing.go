@@ -44,6 +44,17 @@ func (t *Task) Drain(budget time.Duration) bool {
 		start, n := time.Now(), 0
 		more = func() bool { n++; return n%8 != 0 || time.Since(start) < budget }
 	}
+	for len(t.thawLater) > 0 {
+		if more != nil && !more() {
+			return false
+		}
+		key := t.thawLater[len(t.thawLater)-1]
+		t.thawLater = t.thawLater[:len(t.thawLater)-1]
+		if i := t.cold.find(key, keyHash(key)); i >= 0 && t.cold.ents[i].late {
+			t.thaw(i) // unless used since, or frozen again after that
+		}
+	}
+	t.thawLater = nil // its room back
 	for i, op := range t.windows {
 		if !op.Drain(t.fire[i], more) {
 			return false
@@ -66,7 +77,7 @@ func (t *Task) fireWindows(wm int64) {
 	}
 	left := t.fireInline
 	more := func() bool { left--; return left >= 0 }
-	t.overdue = false
+	t.overdue = len(t.thawLater) > 0 // keys left frozen by thawDue
 	for i, op := range t.windows {
 		op.Raise(wm)
 		if !op.Drain(t.fire[i], more) {

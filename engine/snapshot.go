@@ -516,8 +516,8 @@ func (t *Task) restoreMerged(mg *merged) error {
 		t.cold.reserve(len(mg.keys))
 		var hot []keyRecord
 		for _, kr := range mg.keys {
-			if wake, ok := t.recordWake(kr.rec, m); ok {
-				t.cold.put(bytesView(kr.key), maphash.Bytes(keySeed, kr.key), kr.rec, wake, false)
+			if wake, eager, ok := t.recordWake(kr.rec, m); ok {
+				t.cold.put(bytesView(kr.key), maphash.Bytes(keySeed, kr.key), kr.rec, wake, eager, false)
 			} else {
 				hot = append(hot, kr) // decoded below: it has join state, or is corrupt
 			}
@@ -537,7 +537,7 @@ func (t *Task) restoreMerged(mg *merged) error {
 				op.PrefetchKey(bytesView(mg.keys[next].key))
 			}
 		}
-		if err := t.decodeKeyRecord(string(kr.key), kr.rec, m); err != nil {
+		if err := t.decodeKeyRecord(string(kr.key), kr.rec, m, stream.MaxTime); err != nil {
 			return fmt.Errorf("task snapshot: key %q: %w", kr.key, err)
 		}
 	}
@@ -858,9 +858,11 @@ func decodeIDEntry(id, entry []byte) (string, seen, []byte, error) {
 // or drops the string before b changes.
 func bytesView(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// decodeKeyRecord restores one key's record. The key's state in every
-// operator keeps key, one string.
-func (t *Task) decodeKeyRecord(key string, rec []byte, m *layoutMap) error {
+// decodeKeyRecord restores one key's record, written at watermark at (its
+// windows due since then are overdue: window.Operator.DecodeKeyAt), or
+// stream.MaxTime for the watermark now. The key's state in every operator
+// keeps key, one string.
+func (t *Task) decodeKeyRecord(key string, rec []byte, m *layoutMap, at int64) error {
 	d := codec.NewDecoder(rec)
 	if d.Bool() {
 		t.decodeHistories(d, key, m)
@@ -875,7 +877,7 @@ func (t *Task) decodeKeyRecord(key string, rec []byte, m *layoutMap) error {
 		}
 		if now := m.windows[i]; now >= 0 {
 			wd := codec.NewDecoder(sub)
-			if err := t.windows[now].DecodeKey(wd, key); err != nil || wd.Finish() != nil {
+			if err := t.windows[now].DecodeKeyAt(wd, key, at); err != nil || wd.Finish() != nil {
 				return fmt.Errorf("window %s: %w", t.rs.Windows[now].Name, cmp.Or(err, wd.Err()))
 			}
 		}
