@@ -34,7 +34,8 @@ type coldEntry struct {
 	// eager is the wake of everything but its windows (the sweep, a
 	// pattern, a join): a task firing in slices lets a key whose windows
 	// alone are due stay frozen through the advance (postpone), and then
-	// at says at which watermark its record was written.
+	// at is a watermark its record still holds at: the one before that
+	// advance.
 	eager int64
 	at    int64
 	chunk int32
