@@ -47,8 +47,8 @@ const warmLead = 60_000
 // watermark (it reports whether it froze the key).
 func (t *Task) freeze(ks *keyState) bool {
 	key := ks.key
-	wake := t.wake(ks)
-	if min(wake[eagerWake], wake[windowWake]) <= stream.AddSat(t.wm, t.warmLead) {
+	wake, eager := t.wake(ks)
+	if wake <= stream.AddSat(t.wm, t.warmLead) {
 		return false
 	}
 	e := codec.NewEncoder(t.coldBuf[:0])
@@ -63,17 +63,16 @@ func (t *Task) freeze(ks *keyState) bool {
 		}
 	}
 	t.forget(key)
-	t.cold.put(key, keyHash(key), t.coldBuf, wake, t.wm, true)
+	t.cold.put(key, keyHash(key), t.coldBuf, wake, eager, true)
 	return true
 }
 
 // wake returns the first watermark at which the task would change the state
-// of ks's key on its own, per kind (eagerWake: its pattern, a join, the
-// sweep; windowWake: its windows).
-func (t *Task) wake(ks *keyState) [2]int64 {
+// of ks's key on its own, and the first but for its windows (eager).
+func (t *Task) wake(ks *keyState) (wake, eager int64) {
 	// The sweep drops the key once the horizon of the longest retention
 	// has passed its bucket (sweepQueue.due).
-	eager := stream.MaxTime
+	eager = stream.MaxTime
 	if ks.slot > 0 {
 		eager = stream.AddSat(stream.AddSat(ks.bucket*sweepEvery, sweepEvery), t.maxRetain)
 	}
@@ -85,29 +84,29 @@ func (t *Task) wake(ks *keyState) [2]int64 {
 	for _, jo := range t.joins {
 		eager = min(eager, jo.op.NextDue(ks.key))
 	}
-	win := stream.MaxTime
+	wake = eager
 	for _, op := range t.windows {
-		win = min(win, op.NextTimer(ks.key))
+		wake = min(wake, op.NextTimer(ks.key))
 	}
-	return [2]int64{eager, win}
+	return wake, eager
 }
 
 // recordWake returns the wake of the key whose record (written under
 // layout m) is rec, read without decoding it: the sweep's from its last
 // event time, a pattern's due time, and for its windows the first one's end
 // (less one), at or before every window's timer (armed at end-1, cleaned up
-// later); per kind, as Task.wake. It reports false for a record with join state, whose wake it
+// later); and the wake but for the windows (eager). It reports false for a record with join state, whose wake it
 // would have to decode, and for one it cannot read.
-func (t *Task) recordWake(rec []byte, m *layoutMap) (wake [2]int64, ok bool) {
+func (t *Task) recordWake(rec []byte, m *layoutMap) (wake, eager int64, ok bool) {
 	d := codec.NewDecoder(rec)
-	eager, win := stream.MaxTime, stream.MaxTime
+	wake, eager = stream.MaxTime, stream.MaxTime
 	if d.Bool() {
 		last := d.Varint()
 		eager = stream.AddSat(stream.AddSat(bucketOf(last)*sweepEvery, sweepEvery), t.maxRetain)
 		for range d.Count(2) {
 			si := d.Int()
 			if si >= len(m.streams) {
-				return wake, false
+				return 0, 0, false
 			}
 			for range d.Count(4) {
 				readEntry(d, m.streams[si].fields, -1)
@@ -116,33 +115,33 @@ func (t *Task) recordWake(rec []byte, m *layoutMap) (wake [2]int64, ok bool) {
 	}
 	for range d.Count(2) {
 		if d.Int() >= len(m.windows) {
-			return wake, false
+			return 0, 0, false
 		}
 		w := codec.NewDecoder(d.View())
 		if w.Count(1) > 0 {
 			start, length := w.Varint(), w.Uvarint()
 			if w.Err() != nil || length > uint64(math.MaxInt64) {
-				return wake, false
+				return 0, 0, false
 			}
-			win = min(win, stream.AddSat(start, int64(length)-1))
+			wake = min(wake, stream.AddSat(start, int64(length)-1))
 		}
 	}
 	for range d.Count(2) {
 		if d.Int() >= len(m.patterns) {
-			return wake, false
+			return 0, 0, false
 		}
 		p := codec.NewDecoder(d.View())
 		p.Varint() // the clock
 		due := p.Varint()
 		if p.Err() != nil {
-			return wake, false
+			return 0, 0, false
 		}
 		eager = min(eager, due)
 	}
 	if d.Count(2) > 0 || d.Finish() != nil {
-		return wake, false
+		return 0, 0, false
 	}
-	return [2]int64{eager, win}, true
+	return min(wake, eager), eager, true
 }
 
 // thaw puts the state of the frozen key of entry i back, as a restore does,
@@ -151,7 +150,10 @@ func (t *Task) thaw(i int) {
 	key := string(t.cold.key(i))
 	rec := t.cold.rec(i) // stays valid: chunks are only appended to
 	counted := t.cold.ents[i].counted
-	at := t.cold.ents[i].at // windows due since then come back overdue (thawDue)
+	at := stream.MaxTime // the record is of the watermark now
+	if t.cold.ents[i].late {
+		at = t.cold.ents[i].at // its windows due since are overdue (postpone)
+	}
 	t.cold.remove(i)
 	if t.coldLayout == nil {
 		m, err := t.readLayout(t.layout())
@@ -222,26 +224,25 @@ func (t *Task) thawKey(key string, h uint64) {
 // thawDue thaws every key whose wake is at or before wm: all of them at the
 // maximum watermark, which ends every partial match (endPattern).
 //
-// A task firing in slices (SliceFiring) thaws here only the keys whose
-// pattern, join or sweep is due (eagerWake): a key whose windows alone are
-// due would only have them fire, and a million of them thawing in the one
-// advance held the task for seconds. Such a key thaws when it is next used
-// or when Drain comes to it, decoded at the watermark it froze at, so that
-// its windows come back overdue.
+// A task firing in slices (SliceFiring) leaves frozen a key whose windows
+// alone are due: they would only fire, and a million of them thawing in the
+// one advance held the task for seconds. Such a key thaws, with its windows
+// overdue, when it is next used or when Drain comes to it (thawLater).
 func (t *Task) thawDue(wm int64) {
 	if wm == stream.MaxTime {
 		for t.cold.len() > 0 {
 			t.thaw(t.cold.len() - 1)
 		}
+		t.thawLater = nil
 		return
 	}
-	if !t.sliced {
-		for i := t.cold.due(wm); i >= 0; i = t.cold.due(wm) {
-			t.thaw(i)
+	for i := t.cold.due(wm); i >= 0; i = t.cold.due(wm) {
+		if en := &t.cold.ents[i]; t.sliced && !en.late && en.eager > wm {
+			t.thawLater = append(t.thawLater, string(t.cold.key(i)))
+			t.cold.postpone(i, t.wm)
+			t.overdue = true
+			continue
 		}
-		return
-	}
-	for i := t.cold.dueBy(eagerWake, wm); i >= 0; i = t.cold.dueBy(eagerWake, wm) {
 		t.thaw(i)
 	}
 }

@@ -245,15 +245,11 @@ func TestColdStore(t *testing.T) {
 			delete(want, key)
 		case !ok:
 			rec := strings.Repeat(string(rune('a'+rng.IntN(26))), rng.IntN(2000))
-			var wakes [2]int64
-			for k := range wakes {
-				wakes[k] = int64(rng.IntN(1000))
-				if rng.IntN(5) == 0 {
-					wakes[k] = stream.MaxTime
-				}
+			wake := int64(rng.IntN(1000))
+			if rng.IntN(5) == 0 {
+				wake = stream.MaxTime
 			}
-			wake := min(wakes[eagerWake], wakes[windowWake])
-			c.put(key, h, []byte(rec), wakes, 0, true)
+			c.put(key, h, []byte(rec), wake, wake, true)
 			want[key] = struct {
 				rec  string
 				wake int64
@@ -343,7 +339,7 @@ func TestWarm(t *testing.T) {
 	// A lead before the median wake (patterns' deadlines, the hour's end).
 	var wakes []int64
 	for i := range b.task.cold.len() {
-		wakes = append(wakes, min(b.task.cold.ents[i].wake[eagerWake], b.task.cold.ents[i].wake[windowWake]))
+		wakes = append(wakes, b.task.cold.ents[i].wake)
 	}
 	slices.Sort(wakes)
 	b.task.wm = wakes[len(wakes)/2] - warmLead
@@ -353,7 +349,7 @@ func TestWarm(t *testing.T) {
 	for !b.task.Warm(time.Nanosecond) {
 	}
 	for i := range b.task.cold.len() {
-		if w := min(b.task.cold.ents[i].wake[eagerWake], b.task.cold.ents[i].wake[windowWake]); w <= b.task.wm+warmLead {
+		if w := b.task.cold.ents[i].wake; w <= b.task.wm+warmLead {
 			t.Fatalf("a key waking at %d left frozen at watermark %d", w, b.task.wm)
 		}
 	}

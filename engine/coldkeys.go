@@ -15,22 +15,10 @@ type coldKeys struct {
 	slots   []coldSlot  // len a power of two, or 0
 	ents    []coldEntry // dense: a removal moves the last entry into the hole
 	chunks  [][]byte
-	live    int // bytes of the entries held
-	garbage int // bytes of removed entries, still in chunks
-	// wakes holds, per wake (eagerWake, windowWake), the entries whose
-	// wake of that kind is not MaxTime: a min-heap by it.
-	wakes [2][]int32
+	live    int     // bytes of the entries held
+	garbage int     // bytes of removed entries, still in chunks
+	wakes   []int32 // entries whose wake is not MaxTime, a min-heap by wake
 }
-
-// The kinds of a frozen key's wake: the first watermark at which its
-// pattern, a join or the sweep would change its state (eager), and at
-// which one of its windows would fire or be dropped. A task firing in
-// slices thaws a key whose windows alone are due in its slices, not in the
-// advance (Task.thawDue).
-const (
-	eagerWake = iota
-	windowWake
-)
 
 // coldSlot is one slot of the table: empty when e is 0.
 type coldSlot struct {
@@ -41,20 +29,26 @@ type coldSlot struct {
 // coldEntry is one frozen key: its key and record are back to back in
 // chunks[chunk][off:].
 type coldEntry struct {
-	h uint64
-	// wake is the watermark before which the key must thaw, per kind
-	// (eagerWake, windowWake); at is the watermark when it froze, at which
-	// its record holds (its state changes at neither wake before).
-	wake  [2]int64
+	h    uint64
+	wake int64 // the watermark before which the key must thaw
+	// eager is the wake of everything but its windows (the sweep, a
+	// pattern, a join): a task firing in slices lets a key whose windows
+	// alone are due stay frozen through the advance (postpone), and then
+	// at is a watermark its record still holds at: the one before that
+	// advance.
+	eager int64
 	at    int64
 	chunk int32
 	off   int32
 	klen  int32
 	rlen  int32
-	heap  [2]int32 // its position in each of wakes, or -1
+	heap  int32 // its position in wakes, or -1
 	// counted says its patterns' partial matches and drops are in the
 	// operators' cold counts: frozen by the task, not restored frozen.
 	counted bool
+	// late says an advance reached its windows' wake and left it frozen
+	// (postpone): it thaws at at, its windows overdue, and wake is eager.
+	late bool
 }
 
 // coldChunk is the size of a chunk; a larger record has one of its own.
@@ -94,9 +88,9 @@ func (c *coldKeys) find(key string, h uint64) int {
 	}
 }
 
-// put adds key (hash h), which c does not hold, with its record, its wakes
-// (coldEntry) and the watermark it froze at.
-func (c *coldKeys) put(key string, h uint64, rec []byte, wake [2]int64, at int64, counted bool) {
+// put adds key (hash h), which c does not hold, with its record, its wake
+// and the wake of all but its windows (eager).
+func (c *coldKeys) put(key string, h uint64, rec []byte, wake, eager int64, counted bool) {
 	if c.garbage > c.live && c.garbage >= 4*coldChunk {
 		c.compact()
 	}
@@ -106,19 +100,17 @@ func (c *coldKeys) put(key string, h uint64, rec []byte, wake [2]int64, at int64
 	c.chunks[chunk] = b
 	c.live += n
 	i := len(c.ents)
-	c.ents = append(c.ents, coldEntry{h: h, wake: wake, at: at, chunk: int32(chunk), off: int32(off),
-		klen: int32(len(key)), rlen: int32(len(rec)), heap: [2]int32{-1, -1}, counted: counted})
+	c.ents = append(c.ents, coldEntry{h: h, wake: wake, eager: eager, chunk: int32(chunk), off: int32(off),
+		klen: int32(len(key)), rlen: int32(len(rec)), heap: -1, counted: counted})
 	if (len(c.ents))*4 > len(c.slots)*3 {
 		c.resize(max(minKeyTable, 2*len(c.slots)))
 	} else {
 		c.place(coldSlot{h: h, e: int32(i + 1)})
 	}
-	for k, w := range wake {
-		if w != stream.MaxTime {
-			c.ents[i].heap[k] = int32(len(c.wakes[k]))
-			c.wakes[k] = append(c.wakes[k], int32(i))
-			c.up(k, len(c.wakes[k])-1)
-		}
+	if wake != stream.MaxTime {
+		c.ents[i].heap = int32(len(c.wakes))
+		c.wakes = append(c.wakes, int32(i))
+		c.up(len(c.wakes) - 1)
 	}
 }
 
@@ -186,10 +178,8 @@ func (c *coldKeys) slot(i int) int {
 // remain valid); the last entry takes its index.
 func (c *coldKeys) remove(i int) {
 	en := c.ents[i]
-	for k, at := range en.heap {
-		if at >= 0 {
-			c.removeWake(k, int(at))
-		}
+	if en.heap >= 0 {
+		c.removeWake(int(en.heap))
 	}
 	// The slot, by backward shift (see keyTable.delete).
 	mask := len(c.slots) - 1
@@ -214,10 +204,8 @@ func (c *coldKeys) remove(i int) {
 	if i != last {
 		c.slots[c.slot(last)].e = int32(i + 1)
 		c.ents[i] = c.ents[last]
-		for k, at := range c.ents[i].heap {
-			if at >= 0 {
-				c.wakes[k][at] = int32(i)
-			}
+		if h := c.ents[i].heap; h >= 0 {
+			c.wakes[h] = int32(i)
 		}
 	}
 	c.ents = c.ents[:last]
@@ -228,76 +216,80 @@ func (c *coldKeys) remove(i int) {
 	}
 }
 
-// due returns an entry with a wake of either kind at or before wm, or -1.
-func (c *coldKeys) due(wm int64) int {
-	i := c.dueBy(eagerWake, wm)
-	if j := c.dueBy(windowWake, wm); i < 0 || j >= 0 && c.ents[j].wake[windowWake] < c.ents[i].wake[eagerWake] {
-		i = j
+// postpone leaves entry i, whose windows are due, frozen after an advance
+// from watermark at: its wake becomes its eager wake (late).
+func (c *coldKeys) postpone(i int, at int64) {
+	en := &c.ents[i]
+	en.late, en.at, en.wake = true, at, en.eager
+	switch {
+	case en.heap < 0:
+	case en.wake == stream.MaxTime:
+		c.removeWake(int(en.heap))
+	default:
+		c.down(int(en.heap))
+		c.up(int(en.heap))
 	}
-	return i
 }
 
-// dueBy returns an entry whose wake of kind k is at or before wm, or -1.
-func (c *coldKeys) dueBy(k int, wm int64) int {
-	if len(c.wakes[k]) == 0 || c.ents[c.wakes[k][0]].wake[k] > wm {
+// due returns an entry whose wake is at or before wm, or -1.
+func (c *coldKeys) due(wm int64) int {
+	if len(c.wakes) == 0 || c.ents[c.wakes[0]].wake > wm {
 		return -1
 	}
-	return int(c.wakes[k][0])
+	return int(c.wakes[0])
 }
 
-// The wake heaps: wakes[k] holds entry indexes, each entry its position.
+// The wake heap: wakes holds entry indexes, each entry its position.
 
-func (c *coldKeys) less(k, a, b int) bool {
-	return c.ents[c.wakes[k][a]].wake[k] < c.ents[c.wakes[k][b]].wake[k]
+func (c *coldKeys) less(a, b int) bool {
+	return c.ents[c.wakes[a]].wake < c.ents[c.wakes[b]].wake
 }
 
-func (c *coldKeys) swap(k, a, b int) {
-	h := c.wakes[k]
-	h[a], h[b] = h[b], h[a]
-	c.ents[h[a]].heap[k] = int32(a)
-	c.ents[h[b]].heap[k] = int32(b)
+func (c *coldKeys) swap(a, b int) {
+	c.wakes[a], c.wakes[b] = c.wakes[b], c.wakes[a]
+	c.ents[c.wakes[a]].heap = int32(a)
+	c.ents[c.wakes[b]].heap = int32(b)
 }
 
-func (c *coldKeys) up(k, i int) {
+func (c *coldKeys) up(i int) {
 	for i > 0 {
 		p := (i - 1) / 2
-		if !c.less(k, i, p) {
+		if !c.less(i, p) {
 			return
 		}
-		c.swap(k, i, p)
+		c.swap(i, p)
 		i = p
 	}
 }
 
-func (c *coldKeys) down(k, i int) {
+func (c *coldKeys) down(i int) {
 	for {
 		l := 2*i + 1
-		if l >= len(c.wakes[k]) {
+		if l >= len(c.wakes) {
 			return
 		}
 		m := l
-		if r := l + 1; r < len(c.wakes[k]) && c.less(k, r, l) {
+		if r := l + 1; r < len(c.wakes) && c.less(r, l) {
 			m = r
 		}
-		if !c.less(k, m, i) {
+		if !c.less(m, i) {
 			return
 		}
-		c.swap(k, i, m)
+		c.swap(i, m)
 		i = m
 	}
 }
 
-func (c *coldKeys) removeWake(k, i int) {
-	h := c.wakes[k]
-	last := len(h) - 1
-	c.ents[h[i]].heap[k] = -1
+func (c *coldKeys) removeWake(i int) {
+	last := len(c.wakes) - 1
+	c.ents[c.wakes[i]].heap = -1
 	if i != last {
-		h[i] = h[last]
-		c.ents[h[i]].heap[k] = int32(i)
+		c.wakes[i] = c.wakes[last]
+		c.ents[c.wakes[i]].heap = int32(i)
 	}
-	c.wakes[k] = h[:last]
+	c.wakes = c.wakes[:last]
 	if i != last {
-		c.down(k, i)
-		c.up(k, i)
+		c.down(i)
+		c.up(i)
 	}
 }

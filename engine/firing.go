@@ -44,13 +44,17 @@ func (t *Task) Drain(budget time.Duration) bool {
 		start, n := time.Now(), 0
 		more = func() bool { n++; return n%8 != 0 || time.Since(start) < budget }
 	}
-	// Frozen keys whose windows are due thaw first (thawDue).
-	for i := t.cold.dueBy(windowWake, t.wm); i >= 0; i = t.cold.dueBy(windowWake, t.wm) {
+	for len(t.thawLater) > 0 {
 		if more != nil && !more() {
 			return false
 		}
-		t.thaw(i)
+		key := t.thawLater[len(t.thawLater)-1]
+		t.thawLater = t.thawLater[:len(t.thawLater)-1]
+		if i := t.cold.find(key, keyHash(key)); i >= 0 && t.cold.ents[i].late {
+			t.thaw(i) // unless used since, or frozen again after that
+		}
 	}
+	t.thawLater = nil // its room back
 	for i, op := range t.windows {
 		if !op.Drain(t.fire[i], more) {
 			return false
@@ -73,7 +77,7 @@ func (t *Task) fireWindows(wm int64) {
 	}
 	left := t.fireInline
 	more := func() bool { left--; return left >= 0 }
-	t.overdue = t.cold.dueBy(windowWake, wm) >= 0 // keys left frozen by thawDue
+	t.overdue = len(t.thawLater) > 0 // keys left frozen by thawDue
 	for i, op := range t.windows {
 		op.Raise(wm)
 		if !op.Drain(t.fire[i], more) {

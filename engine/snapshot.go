@@ -516,8 +516,8 @@ func (t *Task) restoreMerged(mg *merged) error {
 		t.cold.reserve(len(mg.keys))
 		var hot []keyRecord
 		for _, kr := range mg.keys {
-			if wake, ok := t.recordWake(kr.rec, m); ok {
-				t.cold.put(bytesView(kr.key), maphash.Bytes(keySeed, kr.key), kr.rec, wake, t.wm, false)
+			if wake, eager, ok := t.recordWake(kr.rec, m); ok {
+				t.cold.put(bytesView(kr.key), maphash.Bytes(keySeed, kr.key), kr.rec, wake, eager, false)
 			} else {
 				hot = append(hot, kr) // decoded below: it has join state, or is corrupt
 			}

@@ -165,6 +165,7 @@ type Task struct {
 	sliced       bool                      // advances fire windows in slices (firing.go)
 	fireInline   int                       // with sliced: how many an advance fires at once (fireInline)
 	overdue      bool                      // windows are due that have not fired yet (firing.go)
+	thawLater    []string                  // frozen keys whose windows are overdue (thawDue), for Drain
 
 	// Incremental checkpoints (cut.go): while tracked, the keys changed
 	// since the last cut, the changes to the ids since, and the cut whose
