@@ -95,8 +95,9 @@ func (t *Task) wake(ks *keyState) (wake, eager int64) {
 // layout m) is rec, read without decoding it: the sweep's from its last
 // event time, a pattern's due time, and for its windows the first one's end
 // (less one), at or before every window's timer (armed at end-1, cleaned up
-// later); and the wake but for the windows (eager). It reports false for a record with join state, whose wake it
-// would have to decode, and for one it cannot read.
+// later); and the wake but for the windows (eager). It reports false for a
+// record with join state, whose wake it would have to decode, and for one
+// it cannot read.
 func (t *Task) recordWake(rec []byte, m *layoutMap) (wake, eager int64, ok bool) {
 	d := codec.NewDecoder(rec)
 	wake, eager = stream.MaxTime, stream.MaxTime
