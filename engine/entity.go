@@ -47,7 +47,7 @@ func (t *Task) Entity(key string, q service.EntityQuery) *service.Entity {
 	v := &service.Entity{Key: key, History: make(map[string][]json.RawMessage), Windows: []json.RawMessage{},
 		Partials: make(map[string]int), Decisions: []json.RawMessage{}, Watermark: t.wm}
 	t.thawKey(key, keyHash(key))
-	if ks := t.keys.get(key, keyHash(key)); ks != nil {
+	if ks := t.keys.get(key, keyHash(key)); ks != nil && !t.owedSweep(ks) {
 		for i, st := range t.rs.Streams {
 			h := ks.hist(i)
 			if h.len() == 0 || q.Stream != "" && q.Stream != st.Name {

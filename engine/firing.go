@@ -18,7 +18,8 @@ import (
 
 // fireInline is how many windows an advance fires at once before it leaves
 // the rest to Drain: a few hundred microseconds, so that the common advance
-// (a window or two) fires as it would without slices.
+// (a window or two) fires as it would without slices. A sweep (Task.sweep)
+// forgets as many keys at once.
 const fireInline = 256
 
 // SliceFiring makes the task's advances fire at most fireInline windows at
@@ -34,15 +35,22 @@ func (t *Task) Overdue() bool { return t.overdue }
 // Drain fires overdue windows for about budget (0 or less: all of them),
 // in the order the advance would have, and reports whether none is left.
 func (t *Task) Drain(budget time.Duration) bool {
-	if !t.overdue {
-		return true
-	}
 	var more func() bool
 	if budget > 0 {
 		// A window takes microseconds to fire: the clock is read every
 		// few of them.
 		start, n := time.Now(), 0
 		more = func() bool { n++; return n%8 != 0 || time.Since(start) < budget }
+	}
+	return t.drain(more)
+}
+
+// drain is Drain until more (asked before each key or window; nil: go on)
+// reports false: the frozen keys postponed first, then the keys owed to the
+// sweep, then the windows.
+func (t *Task) drain(more func() bool) bool {
+	if !t.overdue {
+		return true
 	}
 	for len(t.thawLater) > 0 {
 		if more != nil && !more() {
@@ -55,6 +63,12 @@ func (t *Task) Drain(budget time.Duration) bool {
 		}
 	}
 	t.thawLater = nil // its room back
+	if t.sweepOwed {
+		if !t.idle.forget(t.forgetExpired, more) {
+			return false
+		}
+		t.sweepOwed = false
+	}
 	for i, op := range t.windows {
 		if !op.Drain(t.fire[i], more) {
 			return false
@@ -75,9 +89,15 @@ func (t *Task) fireWindows(wm int64) {
 		t.overdue = false
 		return
 	}
+	// Windows already overdue fire in Drain, not here: the advance of every
+	// request in a backlog would otherwise fire fireInline of them, and the
+	// backlog would be worked off in the requests' time.
 	left := t.fireInline
+	if t.overdue {
+		left = 0
+	}
 	more := func() bool { left--; return left >= 0 }
-	t.overdue = len(t.thawLater) > 0 // keys left frozen by thawDue
+	t.overdue = len(t.thawLater) > 0 || t.sweepOwed // keys left frozen by thawDue, or to sweep
 	for i, op := range t.windows {
 		op.Raise(wm)
 		if !op.Drain(t.fire[i], more) {

@@ -145,6 +145,7 @@ type Task struct {
 	onStopped   func(rule string)
 	quarantined map[int]bool
 	lastSweep   int64
+	sweepOwed   bool // keys the sweep has yet to forget (firing in slices)
 	idle        sweepQueue
 	maxRetain   int64 // the longest stream retention: when a key's every event has expired
 
@@ -601,6 +602,9 @@ const (
 // the last cut.
 func (t *Task) keyState(key string, h uint64) *keyState {
 	ks := t.keys.get(key, h)
+	if ks != nil && t.sweepOwed && t.owedSweep(ks) {
+		ks = nil
+	}
 	if ks != nil && ks.stamp == t.epoch {
 		return ks
 	}
@@ -737,6 +741,10 @@ func (t *Task) advance(wm int64) {
 	if wm <= t.wm {
 		return
 	}
+	if wm == stream.MaxTime && t.sweepOwed {
+		t.idle.forget(t.forgetExpired, nil) // the end of the input: all at once
+		t.sweepOwed = false
+	}
 	t.thawDue(wm)         // before any operator acts on a key on its own
 	t.advancePatterns(wm) // before t.wm moves: see advancePatterns
 	t.wm = wm
@@ -760,16 +768,48 @@ func (t *Task) advance(wm int64) {
 // time is older than the longest retention), so that memory follows the
 // live keys, not every key ever seen. It visits only those keys (sweepQueue);
 // expired events of live keys go when their key next adds to its history.
+//
+// After a watermark jump the keys to forget may be most of the task's: a
+// task firing in slices forgets fireInline of them in the advance and
+// leaves the rest to Drain, as it does with windows (firing.go), and a key
+// owed to the sweep is forgotten before it is next used (owedSweep).
 func (t *Task) sweep() {
-	t.idle.due(horizon(t.wm, t.maxRetain), func(ks *keyState) {
-		t.touch(ks.key)
-		for i, st := range t.rs.Streams {
-			if st.Retention > 0 {
-				t.stats.HistoryOverflow += int64(ks.hist(i).evict(horizon(t.wm, st.Retention), st.MaxHistory))
-			}
+	h := horizon(t.wm, t.maxRetain)
+	if !t.sliced {
+		t.idle.due(h, t.forgetExpired)
+		return
+	}
+	t.idle.owe(h)
+	left := t.fireInline
+	if t.overdue {
+		left = 0 // a backlog is Drain's
+	}
+	t.sweepOwed = !t.idle.forget(t.forgetExpired, func() bool { left--; return left >= 0 })
+	t.overdue = t.overdue || t.sweepOwed
+}
+
+// forgetExpired is the sweep's work on one key, every event of which has
+// expired.
+func (t *Task) forgetExpired(ks *keyState) {
+	t.touch(ks.key)
+	for i, st := range t.rs.Streams {
+		if st.Retention > 0 {
+			t.stats.HistoryOverflow += int64(ks.hist(i).evict(horizon(t.wm, st.Retention), st.MaxHistory))
 		}
-		t.keys.delete(ks)
-	})
+	}
+	t.keys.delete(ks)
+}
+
+// owedSweep reports whether ks is a key the sweep in slices has yet to
+// forget, and forgets it then: a reader or writer of a key's state calls it
+// first, so that the key is as the sweep at once would have left it.
+func (t *Task) owedSweep(ks *keyState) bool {
+	if !t.sweepOwed || !t.idle.owes(ks) {
+		return false
+	}
+	t.idle.unlist(ks)
+	t.forgetExpired(ks)
+	return true
 }
 
 func (t *Task) dlq(rec *Record, msg string) {
