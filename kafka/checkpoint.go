@@ -167,23 +167,47 @@ func (t *task) checkpoint(ctx context.Context, background bool) error {
 // fires windows an advance left due (engine.Task.Drain), else encodes the
 // records of the cut in progress, else thaws and freezes keys (coolStep),
 // for a slice of time each, and asks for another slice until all are done.
-// A cut done is saved on a goroutine of its own.
+// A cut done is saved on a goroutine of its own. Slices wait for the
+// requests queued, and for their pace (pace.go).
 func (t *task) stepCut() {
-	if t.eng.Overdue() && !t.eng.Drain(cutSlice) {
+	if len(t.calls) > 0 {
+		// A request waits: it goes first (the loop's select is random).
 		t.signalStep()
 		return
+	}
+	if pause := time.Until(t.nextSlice); pause > 0 {
+		t.sliceTimer.Reset(pause)
+		return
+	}
+	start := time.Now()
+	if !t.slice() {
+		return
+	}
+	took := time.Since(start)
+	pause := pauseAfter(took, t.s.pace.Duty())
+	t.nextSlice = start.Add(took + pause)
+	if pause > 0 {
+		t.sliceTimer.Reset(pause)
+	} else {
+		t.signalStep()
+	}
+}
+
+// slice does one slice of stepCut's work and reports whether there is more.
+func (t *task) slice() bool {
+	if t.eng.Overdue() && !t.eng.Drain(cutSlice) {
+		return true
 	}
 	if t.ckpt.cut == nil {
-		t.coolStep()
-		return
+		return t.coolStep()
 	}
 	if !t.eng.Step(cutSlice) {
-		t.signalStep()
-		return
+		return true
 	}
 	pc := t.ckpt.cut
 	t.ckpt.cut = nil
 	t.save(context.Background(), pc, true) // errors are reported by the goroutine
+	return false
 }
 
 // finishCut encodes whatever the cut in progress still needs at once (the

@@ -39,26 +39,24 @@ func (t *task) startCool() {
 // coolStep thaws the frozen keys that wake within a minute of event time
 // (engine.Task.Warm), so that keys due at one time (every key's window at
 // the end of an hour) do not all thaw in the one advance that reaches it;
-// then it freezes keys for a slice of the going pass, if any. It asks the
-// loop for another slice until both are through. A cut in progress goes
-// first (stepCut).
-func (t *task) coolStep() {
+// then it freezes keys for a slice of the going pass, if any. It reports
+// whether either has more to do. A cut in progress goes first (stepCut).
+func (t *task) coolStep() bool {
 	if t.eng.Warming() && !t.eng.Warm(cutSlice) {
-		t.signalStep()
-		return
+		return true
 	}
 	c := &t.cool
 	if !c.active {
-		return
+		return false
 	}
 	if !t.eng.Cool(cutSlice, c.before) {
-		t.signalStep()
-		return
+		return true
 	}
 	c.active = false
 	keys, bytes := t.eng.Cold()
 	t.s.log.Debug("idle keys frozen", "task", t.part, "cold_keys", keys, "cold_bytes", bytes,
 		"took", time.Since(c.start))
+	return false
 }
 
 // signalStep asks the task's loop for a slice of work between batches.

@@ -213,6 +213,7 @@ type Service struct {
 	inputs []string
 	tasks  map[int32]*task
 	ids    *engine.IDIndex // the ids the tasks remember, to refuse one for another key (engine.IDIndex)
+	pace   *pacer          // how much of the time the tasks' background slices take (pace.go)
 
 	joined     atomic.Bool           // the group has assigned partitions once
 	stopping   atomic.Bool           // Run is draining its tasks: requests find no task
@@ -255,7 +256,7 @@ func New(ctx context.Context, cfg Config, seed []byte, seedExplicit bool) (*Serv
 	if err := cfg.Kafka.Check(ctx, kopts); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, kopts: kopts, owners: newOwnerMap(), log: cfg.Logger, tasks: make(map[int32]*task), ids: engine.NewIDIndex(),
+	s := &Service{cfg: cfg, kopts: kopts, owners: newOwnerMap(), log: cfg.Logger, tasks: make(map[int32]*task), ids: engine.NewIDIndex(), pace: newPacer(),
 		lag: make(map[topicPartition]int64), extractors: make(chan *pooledExtractor, 64)}
 	s.quarantines.pending, s.quarantines.signal = map[string]bool{}, make(chan struct{}, 1)
 	// Topics are created and then looked up at once: a short metadata age

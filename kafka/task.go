@@ -43,8 +43,12 @@ type task struct {
 	ckpt     ckptState     // the checkpoint chain and the cut in progress (checkpoint.go)
 	cutCost  time.Duration // how long the last cut took, from the cut to its last record encoded (checkpointDue)
 	stepSig  chan struct{}
-	cool     cooling // freezing idle keys (cool.go)
-	thawErr  error   // the last engine.Task.ThawError logged
+	// nextSlice is when stepCut may start its next slice, and sliceTimer
+	// asks for it then (pace.go).
+	nextSlice  time.Time
+	sliceTimer *time.Timer
+	cool       cooling // freezing idle keys (cool.go)
+	thawErr    error   // the last engine.Task.ThawError logged
 
 	switchRS  atomic.Pointer[rules.Ruleset] // a version to switch to before the next event
 	switchSig chan struct{}
@@ -106,6 +110,8 @@ func (s *Service) loadTask(ctx context.Context, p int32) (*task, []*state.Snapsh
 		calls: make(chan func(), s.cfg.APIQueue), stepSig: make(chan struct{}, 1),
 		saving: make(saveLock, 1)}
 	t.guard.Watch() // the watchdog reads its marks (guard.go)
+	t.sliceTimer = time.AfterFunc(time.Hour, t.signalStep)
+	t.sliceTimer.Stop()
 	for g := range t.ackFn {
 		t.ackFn[g] = func(r *kgo.Record, err error) {
 			t.acked(r, g, err)
@@ -339,6 +345,7 @@ func (t *task) recall(ctx context.Context) error {
 
 func (t *task) run() {
 	defer close(t.done)
+	defer t.sliceTimer.Stop()
 	// The tick measures idleness and starts checkpoints; under
 	// exactly-once a checkpoint is also when outputs become visible.
 	tick := time.NewTicker(t.tickEvery())
