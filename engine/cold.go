@@ -68,14 +68,9 @@ func (t *Task) freeze(ks *keyState) bool {
 }
 
 // wake returns the first watermark at which the task would change the state
-// of ks's key on its own, and the first but for its windows (eager).
+// of ks's key on its own, and the first for its patterns and joins (eager).
 func (t *Task) wake(ks *keyState) (wake, eager int64) {
-	// The sweep drops the key once the horizon of the longest retention
-	// has passed its bucket (sweepQueue.due).
 	eager = stream.MaxTime
-	if ks.slot > 0 {
-		eager = stream.AddSat(stream.AddSat(ks.bucket*sweepEvery, sweepEvery), t.maxRetain)
-	}
 	for _, op := range t.patterns {
 		if pk := op.keys[ks.key]; pk != nil {
 			eager = min(eager, pk.due)
@@ -85,25 +80,33 @@ func (t *Task) wake(ks *keyState) (wake, eager int64) {
 		eager = min(eager, jo.op.NextDue(ks.key))
 	}
 	wake = eager
+	if ks.slot > 0 {
+		wake = min(wake, sweepWake(ks.bucket, t.maxRetain))
+	}
 	for _, op := range t.windows {
 		wake = min(wake, op.NextTimer(ks.key))
 	}
 	return wake, eager
 }
 
+// sweepWake is when the sweep drops a key listed in bucket: once the
+// horizon of the longest retention has passed the bucket (sweepQueue.due).
+func sweepWake(bucket, maxRetain int64) int64 {
+	return stream.AddSat(stream.AddSat(bucket*sweepEvery, sweepEvery), maxRetain)
+}
+
 // recordWake returns the wake of the key whose record (written under
 // layout m) is rec, read without decoding it: the sweep's from its last
 // event time, a pattern's due time, and for its windows the first one's end
 // (less one), at or before every window's timer (armed at end-1, cleaned up
-// later); and the wake but for the windows (eager). It reports false for a
+// later); and its patterns' wake (eager). It reports false for a
 // record with join state, whose wake it would have to decode, and for one
 // it cannot read.
 func (t *Task) recordWake(rec []byte, m *layoutMap) (wake, eager int64, ok bool) {
 	d := codec.NewDecoder(rec)
 	wake, eager = stream.MaxTime, stream.MaxTime
 	if d.Bool() {
-		last := d.Varint()
-		eager = stream.AddSat(stream.AddSat(bucketOf(last)*sweepEvery, sweepEvery), t.maxRetain)
+		wake = sweepWake(bucketOf(d.Varint()), t.maxRetain)
 		for range d.Count(2) {
 			si := d.Int()
 			if si >= len(m.streams) {
@@ -175,6 +178,12 @@ func (t *Task) thaw(i int) {
 	}
 	if ks := t.keys.get(key, keyHash(key)); ks != nil {
 		ks.stamp = t.epoch - 1 // its next change is one since the cut (touch)
+		if at != stream.MaxTime && ks.slot > 0 && sweepWake(ks.bucket, t.maxRetain) <= t.lastSweep {
+			// Left frozen past its sweep's wake (thawDue), and a sweep has
+			// been since: it would have thawed and been forgotten there.
+			t.idle.unlist(ks)
+			t.forgetExpired(ks)
+		}
 	}
 	if counted {
 		for _, op := range t.patterns {
@@ -226,9 +235,10 @@ func (t *Task) thawKey(key string, h uint64) {
 // maximum watermark, which ends every partial match (endPattern).
 //
 // A task firing in slices (SliceFiring) leaves frozen a key whose windows
-// alone are due: they would only fire, and a million of them thawing in the
-// one advance held the task for seconds. Such a key thaws, with its windows
-// overdue, when it is next used or when Drain comes to it (thawLater).
+// or sweep alone are due: they would only fire, or forget it, and a million
+// of them thawing in the one advance held the task for seconds. Such a key
+// thaws, with its windows overdue and forgotten if a sweep since would have
+// (thaw), when it is next used or when Drain comes to it (thawLater).
 func (t *Task) thawDue(wm int64) {
 	if wm == stream.MaxTime {
 		for t.cold.len() > 0 {

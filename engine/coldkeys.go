@@ -31,9 +31,9 @@ type coldSlot struct {
 type coldEntry struct {
 	h    uint64
 	wake int64 // the watermark before which the key must thaw
-	// eager is the wake of everything but its windows (the sweep, a
-	// pattern, a join): a task firing in slices lets a key whose windows
-	// alone are due stay frozen through the advance (postpone), and then
+	// eager is the wake of its patterns and joins: a task firing in slices
+	// lets a key whose windows or sweep alone are due stay frozen through
+	// the advance (postpone), and then
 	// at is a watermark its record still holds at: the one before that
 	// advance.
 	eager int64
@@ -89,7 +89,7 @@ func (c *coldKeys) find(key string, h uint64) int {
 }
 
 // put adds key (hash h), which c does not hold, with its record, its wake
-// and the wake of all but its windows (eager).
+// and the wake of its patterns and joins (eager).
 func (c *coldKeys) put(key string, h uint64, rec []byte, wake, eager int64, counted bool) {
 	if c.garbage > c.live && c.garbage >= 4*coldChunk {
 		c.compact()
@@ -216,7 +216,7 @@ func (c *coldKeys) remove(i int) {
 	}
 }
 
-// postpone leaves entry i, whose windows are due, frozen after an advance
+// postpone leaves entry i, whose windows or sweep are due, frozen after an advance
 // from watermark at: its wake becomes its eager wake (late).
 func (c *coldKeys) postpone(i int, at int64) {
 	en := &c.ents[i]

@@ -31,8 +31,11 @@ const (
 	paceContended = 0.05
 	// minDuty is the least share of its time a task gives to its slices, so
 	// that overdue windows, and the checkpoints that wait for them, still
-	// come while the CPU is contended: a slice of cutSlice every 32 ms.
-	minDuty = 1.0 / 64
+	// come while the CPU is contended: a slice of cutSlice every 4 ms. With
+	// 1/64 a backlog of frozen keys at 1M users outlasted a 20 s load: the
+	// keys its requests thawed could not freeze again (freezing waits for
+	// the backlog), and the collector ran back to back (docs/performance.md).
+	minDuty = 1.0 / 8
 	// dutyStep is how much the duty grows each paceEvery without contention:
 	// from minDuty to all of the time in about 0.6 s.
 	dutyStep = 1.0 / 32

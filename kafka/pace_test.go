@@ -41,7 +41,7 @@ func TestPauseAfter(t *testing.T) {
 	}{
 		{500 * time.Microsecond, 1, 0},
 		{500 * time.Microsecond, 0.5, 500 * time.Microsecond},
-		{500 * time.Microsecond, minDuty, 63 * 500 * time.Microsecond},
+		{500 * time.Microsecond, 1.0 / 64, 63 * 500 * time.Microsecond},
 		{0, 0.25, 0},
 	} {
 		if got := pauseAfter(tc.took, tc.duty); got != tc.want {
