@@ -33,9 +33,8 @@ type coldEntry struct {
 	wake int64 // the watermark before which the key must thaw
 	// eager is the wake of its patterns and joins: a task firing in slices
 	// lets a key whose windows or sweep alone are due stay frozen through
-	// the advance (postpone), and then
-	// at is a watermark its record still holds at: the one before that
-	// advance.
+	// the advance (postpone), and then at is a watermark its record still
+	// holds at: the one before that advance.
 	eager int64
 	at    int64
 	chunk int32
@@ -46,8 +45,9 @@ type coldEntry struct {
 	// counted says its patterns' partial matches and drops are in the
 	// operators' cold counts: frozen by the task, not restored frozen.
 	counted bool
-	// late says an advance reached its windows' wake and left it frozen
-	// (postpone): it thaws at at, its windows overdue, and wake is eager.
+	// late says an advance reached its windows' or sweep's wake and left it
+	// frozen (postpone): it thaws at at, its windows overdue, and wake is
+	// eager.
 	late bool
 }
 
@@ -216,8 +216,8 @@ func (c *coldKeys) remove(i int) {
 	}
 }
 
-// postpone leaves entry i, whose windows or sweep are due, frozen after an advance
-// from watermark at: its wake becomes its eager wake (late).
+// postpone leaves entry i, whose windows or sweep are due, frozen after an
+// advance from watermark at: its wake becomes its eager wake (late).
 func (c *coldKeys) postpone(i int, at int64) {
 	en := &c.ents[i]
 	en.late, en.at, en.wake = true, at, en.eager

@@ -63,11 +63,8 @@ func (t *Task) drain(more func() bool) bool {
 		}
 	}
 	t.thawLater = nil // its room back
-	if t.sweepOwed {
-		if !t.idle.forget(t.forgetExpired, more) {
-			return false
-		}
-		t.sweepOwed = false
+	if !t.idle.forget(t.forgetExpired, more) {
+		return false
 	}
 	for i, op := range t.windows {
 		if !op.Drain(t.fire[i], more) {
@@ -89,21 +86,26 @@ func (t *Task) fireWindows(wm int64) {
 		t.overdue = false
 		return
 	}
-	// Windows already overdue fire in Drain, not here: the advance of every
-	// request in a backlog would otherwise fire fireInline of them, and the
-	// backlog would be worked off in the requests' time.
-	left := t.fireInline
-	if t.overdue {
-		left = 0
-	}
-	more := func() bool { left--; return left >= 0 }
-	t.overdue = len(t.thawLater) > 0 || t.sweepOwed // keys left frozen by thawDue, or to sweep
+	more := t.inlineMore()
+	t.overdue = len(t.thawLater) > 0 || t.idle.owing() // keys left frozen by thawDue, or to sweep
 	for i, op := range t.windows {
 		op.Raise(wm)
 		if !op.Drain(t.fire[i], more) {
 			t.overdue = true
 		}
 	}
+}
+
+// inlineMore is the budget of an advance's own work in slices (fireWindows,
+// sweep): fireInline windows or keys, or none while a backlog is overdue,
+// which is Drain's: the advance of every request in a backlog would
+// otherwise work off fireInline of it in the request's time.
+func (t *Task) inlineMore() func() bool {
+	left := t.fireInline
+	if t.overdue {
+		left = 0
+	}
+	return func() bool { left--; return left >= 0 }
 }
 
 // catchUp fires key's overdue windows, for a reader of its state.

@@ -39,36 +39,39 @@ func TestSlicedFiring(t *testing.T) {
 		})
 	}
 	t.Run("sweep", func(t *testing.T) {
-		// Keys whose history expires in a jump of the watermark, forgotten
+		// Keys whose history expires in jumps of the watermark, forgotten
 		// in slices (Task.sweep) while they come again, on time or late
 		// (listed afresh in a bucket still owed), or are looked at.
-		rs := mustLoad(t, `
-streams:
-  tx: {key: user_id, time: ts, id: tx_id, decide: true}
-rules:
-  again: {stream: tx, action: review, when: 'len(history("tx", "2m")) >= 2'}
-`)
+		rs := sweepRuleset(t)
 		for seed := range uint64(6) {
-			rng := rand.New(rand.NewPCG(seed, 31))
-			var lines []string
-			n := 0
-			event := func(user int, ts int64) {
-				n++
-				lines = append(lines, fmt.Sprintf(`{"stream":"tx","value":{"tx_id":"t%d","user_id":"u%d","ts":%d}}`, n, user, ts))
-			}
-			for round := range int64(4) {
-				base := round * 600_000 // ten minutes apart: each round's keys expire in the next
-				for range 100 {
-					u := rng.IntN(80)
-					switch rng.IntN(4) {
-					case 0: // late: an old time lists the key in an old bucket
-						event(u, max(0, base-rng.Int64N(600_000)))
-					default:
-						event(u, base+rng.Int64N(180_000))
-					}
-				}
-			}
-			checkSliced(t, rs, lines, seed)
+			checkSliced(t, rs, sweepLines(seed), seed)
+		}
+	})
+	t.Run("finish", func(t *testing.T) {
+		// The end of the input with a backlog left: the advance to the
+		// maximum watermark works it off first.
+		rs := sweepRuleset(t)
+		lines := sweepLines(0)
+		a, b := newRunner(t, rs), newRunner(t, rs)
+		b.task.SliceFiring()
+		b.task.fireInline = 0
+		a.feed(lines, 0)
+		b.feed(lines, 0)
+		if !b.task.Overdue() {
+			t.Fatal("no backlog before the end")
+		}
+		a.task.Finish()
+		b.task.Finish()
+		sa, err := a.task.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := b.task.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(sa, sb) {
+			t.Fatalf("the snapshots at the end differ (%d vs %d bytes)", len(sa), len(sb))
 		}
 	})
 	t.Run("gen", func(t *testing.T) {
@@ -223,4 +226,40 @@ func splitWindowResults(t *testing.T, out string) (map[string]string, string) {
 		other.WriteString(line + "\n")
 	}
 	return wins, other.String()
+}
+
+// sweepRuleset keeps two minutes of history: a key whose events are all
+// older is forgotten at the next sweep.
+func sweepRuleset(t *testing.T) *rules.Ruleset {
+	return mustLoad(t, `
+streams:
+  tx: {key: user_id, time: ts, id: tx_id, decide: true}
+rules:
+  again: {stream: tx, action: review, when: 'len(history("tx", "2m")) >= 2'}
+`)
+}
+
+// sweepLines is four rounds of events ten minutes apart, so that each
+// round's keys expire in the next; a quarter of them late, at an older time
+// that lists their key in an old bucket.
+func sweepLines(seed uint64) []string {
+	rng := rand.New(rand.NewPCG(seed, 31))
+	var lines []string
+	n := 0
+	event := func(user int, ts int64) {
+		n++
+		lines = append(lines, fmt.Sprintf(`{"stream":"tx","value":{"tx_id":"t%d","user_id":"u%d","ts":%d}}`, n, user, ts))
+	}
+	for round := range int64(4) {
+		base := round * 600_000
+		for range 100 {
+			u := rng.IntN(80)
+			if rng.IntN(4) == 0 {
+				event(u, max(0, base-rng.Int64N(600_000)))
+			} else {
+				event(u, base+rng.Int64N(180_000))
+			}
+		}
+	}
+	return lines
 }

@@ -135,10 +135,13 @@ func (q *sweepQueue) forget(drop func(*keyState), more func() bool) bool {
 	return true
 }
 
+// owing reports whether forget has keys left to drop.
+func (q *sweepQueue) owing() bool { return len(q.owedOrder) > 0 }
+
 // owes reports whether ks is listed in a bucket owed to a sweep: one that
 // ends before the horizon of a sweep that forget has not finished.
 func (q *sweepQueue) owes(ks *keyState) bool {
-	if len(q.owed) == 0 || ks.slot == 0 {
+	if !q.owing() || ks.slot == 0 {
 		return false
 	}
 	// A bucket of the same number may be listed afresh (a late event):

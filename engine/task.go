@@ -145,7 +145,6 @@ type Task struct {
 	onStopped   func(rule string)
 	quarantined map[int]bool
 	lastSweep   int64
-	sweepOwed   bool // keys the sweep has yet to forget (firing in slices)
 	idle        sweepQueue
 	maxRetain   int64 // the longest stream retention: when a key's every event has expired
 
@@ -166,7 +165,7 @@ type Task struct {
 	sliced       bool                      // advances fire windows in slices (firing.go)
 	fireInline   int                       // with sliced: how many an advance fires at once (fireInline)
 	overdue      bool                      // windows are due that have not fired yet (firing.go)
-	thawLater    []string                  // frozen keys whose windows are overdue (thawDue), for Drain
+	thawLater    []string                  // frozen keys whose windows or sweep are overdue (thawDue), for Drain
 
 	// Incremental checkpoints (cut.go): while tracked, the keys changed
 	// since the last cut, the changes to the ids since, and the cut whose
@@ -602,7 +601,7 @@ const (
 // the last cut.
 func (t *Task) keyState(key string, h uint64) *keyState {
 	ks := t.keys.get(key, h)
-	if ks != nil && t.sweepOwed && t.owedSweep(ks) {
+	if ks != nil && t.idle.owing() && t.owedSweep(ks) {
 		ks = nil
 	}
 	if ks != nil && ks.stamp == t.epoch {
@@ -741,9 +740,8 @@ func (t *Task) advance(wm int64) {
 	if wm <= t.wm {
 		return
 	}
-	if wm == stream.MaxTime && t.sweepOwed {
-		t.idle.forget(t.forgetExpired, nil) // the end of the input: all at once
-		t.sweepOwed = false
+	if wm == stream.MaxTime {
+		t.drain(nil) // the end of the input: a backlog first, all at once
 	}
 	t.thawDue(wm)         // before any operator acts on a key on its own
 	t.advancePatterns(wm) // before t.wm moves: see advancePatterns
@@ -780,12 +778,9 @@ func (t *Task) sweep() {
 		return
 	}
 	t.idle.owe(h)
-	left := t.fireInline
-	if t.overdue {
-		left = 0 // a backlog is Drain's
+	if !t.idle.forget(t.forgetExpired, t.inlineMore()) {
+		t.overdue = true
 	}
-	t.sweepOwed = !t.idle.forget(t.forgetExpired, func() bool { left--; return left >= 0 })
-	t.overdue = t.overdue || t.sweepOwed
 }
 
 // forgetExpired is the sweep's work on one key, every event of which has
@@ -804,7 +799,7 @@ func (t *Task) forgetExpired(ks *keyState) {
 // forget, and forgets it then: a reader or writer of a key's state calls it
 // first, so that the key is as the sweep at once would have left it.
 func (t *Task) owedSweep(ks *keyState) bool {
-	if !t.sweepOwed || !t.idle.owes(ks) {
+	if !t.idle.owes(ks) {
 		return false
 	}
 	t.idle.unlist(ks)
