@@ -35,7 +35,16 @@ var (
 	buildErr  error
 )
 
-// vigilBinary builds cmd/vigil once per test run.
+// TestMain removes the binary vigilBinary built, if it did.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// vigilBinary builds cmd/vigil once per test run; TestMain removes it.
 func vigilBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
