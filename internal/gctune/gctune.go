@@ -331,8 +331,10 @@ func HeapLimit(ratio float64, floor int64) (stop func()) {
 		live, _ := heapSample()
 		l := limitFor(live, ratio, floor, ceiling)
 		ctl.Lock()
-		if ctl.pauses == 0 && debug.SetMemoryLimit(-1) != l {
-			debug.SetMemoryLimit(l)
+		if cur := debug.SetMemoryLimit(-1); ctl.pauses == 0 {
+			if l = lowerNoFaster(cur, l, heldMemory()); l != cur {
+				debug.SetMemoryLimit(l)
+			}
 		}
 		ctl.Unlock()
 	}
@@ -365,11 +367,44 @@ func HeapLimit(ratio float64, floor int64) (stop func()) {
 	}
 }
 
+// lowerNoFaster is the limit to set in place of cur when the live heap
+// calls for target and the runtime holds held bytes from the system
+// (mapped, not returned): target when it is higher, but not lower than
+// held, nor than cur. A limit under what is held leaves the collector no
+// room: its heap goal falls to the live heap, and it collects back to back
+// until the scavenger has returned the difference to the system. That
+// happened when a large state shrank at once (its keys froze at 1M users:
+// 20 collections in 1.3 s, every allocation waiting on them;
+// docs/performance.md). At held, the scavenger, which keeps the process
+// under 95% of the limit, returns memory in the background, and each poll
+// lowers the limit to what is left: the limit comes down as fast as memory
+// is returned, and no faster.
+func lowerNoFaster(cur, target, held int64) int64 {
+	if target >= cur {
+		return target
+	}
+	return max(target, min(cur, roundMiB(held+1<<20-1)))
+}
+
+// heldMemory returns the bytes the runtime holds from the system, which
+// its soft memory limit bounds: all it has mapped but what the heap has
+// returned.
+func heldMemory() int64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 || sample[1].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(sample[0].Value.Uint64() - sample[1].Value.Uint64())
+}
+
+// roundMiB rounds n down to a mebibyte.
+func roundMiB(n int64) int64 { return n &^ (1<<20 - 1) }
+
 // limitFor is the limit for a live heap: ratio times it, between floor and
 // ceiling, rounded to a mebibyte so that small changes of the live heap do
 // not move it.
 func limitFor(live int64, ratio float64, floor, ceiling int64) int64 {
-	l := max(int64(float64(live)*ratio), floor)
-	l = l &^ (1<<20 - 1)
+	l := roundMiB(max(int64(float64(live)*ratio), floor))
 	return min(l, ceiling)
 }

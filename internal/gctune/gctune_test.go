@@ -115,11 +115,35 @@ func TestLimitFor(t *testing.T) {
 	}
 }
 
+func TestLowerNoFaster(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		name                    string
+		cur, target, held, want int64
+	}{
+		{"a rise at once", 512 * mib, 1900 * mib, 3000 * mib, 1900 * mib},
+		{"a fall to the target when little is held", 1900 * mib, 600 * mib, 400 * mib, 600 * mib},
+		{"a fall stops at what is held", 1900 * mib, 600 * mib, 1500 * mib, 1500 * mib},
+		{"what is held, rounded up", 1900 * mib, 600 * mib, 1500*mib + 1, 1501 * mib},
+		{"never above the limit in force", 1900 * mib, 600 * mib, 2500 * mib, 1900 * mib},
+		{"held unknown", 1900 * mib, 600 * mib, 0, 600 * mib},
+	} {
+		if got := lowerNoFaster(c.cur, c.target, c.held); got != c.want {
+			t.Errorf("%s: lowerNoFaster(%d, %d, %d MiB) = %d MiB, want %d", c.name,
+				c.cur/mib, c.target/mib, c.held/mib, got/mib, c.want/mib)
+		}
+	}
+	if heldMemory() <= 0 {
+		t.Error("heldMemory: the runtime's metrics gave nothing")
+	}
+}
+
 // ballast is TestHeapLimit's live heap.
 var ballast []byte
 
 // TestHeapLimit: the limit follows the live heap up and down between the
-// floor and the limit before, which it puts back when stopped.
+// floor and the limit before, which it puts back when stopped. It comes down
+// as the memory is returned to the system (FreeOSMemory here).
 func TestHeapLimit(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
 	const mib = 1 << 20
@@ -129,7 +153,7 @@ func TestHeapLimit(t *testing.T) {
 	waitLimit := func(what string, ok func(int64) bool) {
 		t.Helper()
 		for i := 0; ; i++ {
-			runtime.GC()
+			debug.FreeOSMemory()
 			l := debug.SetMemoryLimit(-1)
 			if ok(l) {
 				return
