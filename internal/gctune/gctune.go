@@ -327,16 +327,22 @@ func HeapLimit(ratio float64, floor int64) (stop func()) {
 	}
 	ctl.ceiling = ceiling
 	ctl.Unlock()
-	follow := func() {
+	// follow sets the limit for the live heap, and reports whether the
+	// process holds much more memory than that limit (see returnWorth).
+	follow := func() (excess bool) {
 		live, _ := heapSample()
-		l := limitFor(live, ratio, floor, ceiling)
+		target := limitFor(live, ratio, floor, ceiling)
+		held := heldMemory()
 		ctl.Lock()
-		if cur := debug.SetMemoryLimit(-1); ctl.pauses == 0 {
-			if l = lowerNoFaster(cur, l, heldMemory()); l != cur {
-				debug.SetMemoryLimit(l)
-			}
+		defer ctl.Unlock()
+		if ctl.pauses > 0 {
+			return false
 		}
-		ctl.Unlock()
+		cur := debug.SetMemoryLimit(-1)
+		if l := lowerNoFaster(cur, target, held); l != cur {
+			debug.SetMemoryLimit(l)
+		}
+		return returnWorth(target, held)
 	}
 	follow() // before it returns: Serve turns GOGC off under this limit
 	done, exited := make(chan struct{}), make(chan struct{})
@@ -344,13 +350,19 @@ func HeapLimit(ratio float64, floor int64) (stop func()) {
 		defer close(exited)
 		tick := time.NewTicker(heapPoll)
 		defer tick.Stop()
+		var returned time.Time
 		for {
 			select {
 			case <-done:
 				return
 			case <-tick.C:
 			}
-			follow()
+			if follow() && time.Since(returned) >= returnEvery {
+				// On this goroutine: requests go on meanwhile, and
+				// the next poll lowers the limit to what is left.
+				debug.FreeOSMemory()
+				returned = time.Now()
+			}
 		}
 	}()
 	return func() {
@@ -376,15 +388,31 @@ func HeapLimit(ratio float64, floor int64) (stop func()) {
 // happened when a large state shrank at once (its keys froze at 1M users:
 // 20 collections in 1.3 s, every allocation waiting on them;
 // docs/performance.md). At held, the scavenger, which keeps the process
-// under 95% of the limit, returns memory in the background, and each poll
-// lowers the limit to what is left: the limit comes down as fast as memory
-// is returned, and no faster.
+// under 95% of the limit, returns memory in the background (and HeapLimit
+// all at once when it is worth it: returnWorth), and each poll lowers the
+// limit to what is left: the limit comes down as fast as memory is
+// returned, and no faster.
 func lowerNoFaster(cur, target, held int64) int64 {
 	if target >= cur {
 		return target
 	}
 	return max(target, min(cur, roundMiB(held+1<<20-1)))
 }
+
+// returnWorth reports whether the process holds enough memory beyond the
+// limit its live heap calls for (target) to return it to the system at
+// once: more than a quarter more, and at least 64 MiB. The runtime's
+// background scavenger returns memory at a pace of 1% of the CPU, which
+// after 1M keys froze left RSS at 2.5 times the live heap a minute later;
+// debug.FreeOSMemory returns it in a collection and a pass over the free
+// pages, on HeapLimit's goroutine, at most every returnEvery.
+func returnWorth(target, held int64) bool {
+	return held-target > max(target/4, 64<<20)
+}
+
+// returnEvery is how often HeapLimit returns memory at most: a collection
+// each time, which a shrinking state needs once, not at every poll.
+const returnEvery = 30 * time.Second
 
 // heldMemory returns the bytes the runtime holds from the system, which
 // its soft memory limit bounds: all it has mapped but what the heap has
