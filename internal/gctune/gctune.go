@@ -403,7 +403,7 @@ func lowerNoFaster(cur, target, held int64) int64 {
 // limit its live heap calls for (target) to return it to the system at
 // once: more than a quarter more, and at least 64 MiB. The runtime's
 // background scavenger returns memory at a pace of 1% of the CPU, which
-// after 1M keys froze left RSS at 2.5 times the live heap 90 s later;
+// after 1M keys froze left RSS at 2.5 times the live heap 50 s later;
 // debug.FreeOSMemory returns it in a collection and a pass over the free
 // pages, on HeapLimit's goroutine, at most every returnEvery.
 func returnWorth(target, held int64) bool {
