@@ -107,14 +107,7 @@ func Pause() (resume func()) {
 			ctl.Lock()
 			defer ctl.Unlock()
 			if ctl.pauses--; ctl.pauses == 0 {
-				l := ctl.limit
-				if ctl.ceiling > 0 {
-					// HeapLimit's limit from before the state the pause
-					// built: no lower than what is held now (see
-					// lowerNoFaster), until its next poll.
-					l = lowerNoFaster(debug.SetMemoryLimit(-1), l, heldMemory())
-				}
-				debug.SetMemoryLimit(l)
+				debug.SetMemoryLimit(ctl.limit)
 				debug.SetGCPercent(ctl.percent)
 			}
 		})
