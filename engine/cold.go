@@ -181,8 +181,7 @@ func (t *Task) thaw(i int) {
 		if at != stream.MaxTime && ks.slot > 0 && sweepWake(ks.bucket, t.maxRetain) <= t.lastSweep {
 			// Left frozen past its sweep's wake (thawDue), and a sweep has
 			// been since: it would have thawed and been forgotten there.
-			t.idle.unlist(ks)
-			t.forgetExpired(ks)
+			t.sweepNow(ks)
 		}
 	}
 	if counted {

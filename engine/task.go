@@ -601,6 +601,7 @@ const (
 // the last cut.
 func (t *Task) keyState(key string, h uint64) *keyState {
 	ks := t.keys.get(key, h)
+	// owing first: keyState runs for every event, and owedSweep is a call.
 	if ks != nil && t.idle.owing() && t.owedSweep(ks) {
 		ks = nil
 	}
@@ -802,9 +803,14 @@ func (t *Task) owedSweep(ks *keyState) bool {
 	if !t.idle.owes(ks) {
 		return false
 	}
+	t.sweepNow(ks)
+	return true
+}
+
+// sweepNow forgets ks, listed in the sweep queue, out of its turn there.
+func (t *Task) sweepNow(ks *keyState) {
 	t.idle.unlist(ks)
 	t.forgetExpired(ks)
-	return true
 }
 
 func (t *Task) dlq(rec *Record, msg string) {

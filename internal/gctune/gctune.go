@@ -154,15 +154,25 @@ func (r Reads) Reclaim(kept int64) bool {
 // heapSample returns the live heap as the last collection found it (0
 // before the first) and the bytes allocated so far.
 func heapSample() (live, allocs int64) {
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/allocs:bytes"}}
+	v := readBytes("/gc/heap/live:bytes", "/gc/heap/allocs:bytes")
+	return v[0], v[1]
+}
+
+// readBytes reads the runtime's metrics of these names, each 0 where the
+// runtime has none of that name.
+func readBytes(names ...string) []int64 {
+	sample := make([]metrics.Sample, len(names))
+	for i, name := range names {
+		sample[i].Name = name
+	}
 	metrics.Read(sample)
-	if sample[0].Value.Kind() == metrics.KindUint64 {
-		live = int64(sample[0].Value.Uint64())
+	v := make([]int64, len(names))
+	for i, s := range sample {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = int64(s.Value.Uint64())
+		}
 	}
-	if sample[1].Value.Kind() == metrics.KindUint64 {
-		allocs = int64(sample[1].Value.Uint64())
-	}
-	return live, allocs
+	return v
 }
 
 // ctl is what Pause and HeapLimit share: the settings from before the
@@ -418,12 +428,8 @@ const returnEvery = 30 * time.Second
 // its soft memory limit bounds: all it has mapped but what the heap has
 // returned.
 func heldMemory() int64 {
-	sample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
-	metrics.Read(sample)
-	if sample[0].Value.Kind() != metrics.KindUint64 || sample[1].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return int64(sample[0].Value.Uint64() - sample[1].Value.Uint64())
+	v := readBytes("/memory/classes/total:bytes", "/memory/classes/heap/released:bytes")
+	return v[0] - v[1] // 0 when the runtime has neither
 }
 
 // roundMiB rounds n down to a mebibyte.
