@@ -356,7 +356,7 @@ func (o *Operator) Drain(emit func(Result), more func() bool) bool {
 		if more != nil && !more() {
 			return false
 		}
-		w := o.timers[0]
+		w := o.timers[0].w
 		// Every entry due here fires (setting fired) or drops its window:
 		// report the key before either. A key's entries due at the same
 		// time leave the heap one after another, so it is reported once
@@ -387,11 +387,11 @@ func (o *Operator) CatchUp(key string, emit func(Result)) {
 func (o *Operator) catchUp(ks *keyState, emit func(Result)) {
 	reported := false
 	for {
-		// The key's next entry in the heap's order (timerLess within one
+		// The key's next entry in the heap's order (windowLess within one
 		// key): its windows are few, so a scan finds it.
 		var next *window
 		for _, w := range ks.wins {
-			if w.at <= o.wm && (next == nil || timerLess(w, next)) {
+			if w.at <= o.wm && (next == nil || windowLess(w, next)) {
 				next = w
 			}
 		}

@@ -46,7 +46,7 @@ import (
 //
 // The timer heap is not written: its entries are derived from each window
 // (armed iff end-1 > wm, due at end-1 while armed and at the cleanup time
-// afterwards), and timerLess is a strict total order over live windows —
+// afterwards), and windowLess is a strict total order over live windows —
 // (at, key, start, end), and a key's windows differ in (start, end) — so
 // whatever the layout of the heap, windows leave it in one order. Decode
 // rebuilds it from that order, and emission order is the original's.
@@ -285,7 +285,7 @@ func (o *Operator) Decode(d *codec.Decoder) error {
 	nKeys := d.Count(2 + o.minWindowBytes()) // key length, window count, one window
 	var keys keyIndex
 	keys.reserve(nKeys)
-	var timers timerHeap
+	var wins []*window
 	prevKey := ""
 	for i := range nKeys {
 		key := d.String()
@@ -302,24 +302,29 @@ func (o *Operator) Decode(d *codec.Decoder) error {
 			return d.Err()
 		}
 		keys.add(ks)
-		timers = append(timers, ks.wins...)
+		wins = append(wins, ks.wins...)
 	}
 	if d.Err() != nil {
 		return d.Err()
 	}
 
-	// A slice sorted by timerLess is a valid heap; as timerLess is a strict
-	// total order, it is also exactly the order in which the original heap
-	// would have given its windows up.
-	slices.SortFunc(timers, func(a, b *window) int {
+	// A slice sorted by windowLess is a valid heap; as windowLess is a
+	// strict total order, it is also exactly the order in which the original
+	// heap would have given its windows up.
+	slices.SortFunc(wins, func(a, b *window) int {
 		switch {
-		case timerLess(a, b):
+		case windowLess(a, b):
 			return -1
-		case timerLess(b, a):
+		case windowLess(b, a):
 			return 1
 		}
 		return 0
 	})
+	timers := make(timerHeap, len(wins))
+	for i, w := range wins {
+		w.idx = i
+		timers[i] = newTimerEntry(w)
+	}
 	o.replace(wm, keys, timers)
 	return nil
 }
@@ -355,7 +360,7 @@ func (o *Operator) PrefetchKey(key string) { o.keys.prefetch(key) }
 // requires, their accumulators) and schedules their timers; keys may come
 // in any order. A key o already holds is refused; the empty form adds
 // nothing. Corrupt input is reported through d as by Decode, and on error o
-// is left as it was. The timer heap orders windows strictly (timerLess), so
+// is left as it was. The timer heap orders windows strictly (windowLess), so
 // the order of the calls changes no firing. o keeps key: a restore passes
 // the string it keeps for the key everywhere, not a slice of a buffer.
 func (o *Operator) DecodeKey(d *codec.Decoder, key string) error {
@@ -443,11 +448,8 @@ func (o *Operator) decodeKey(d *codec.Decoder, key string, wm int64, allowEmpty 
 }
 
 // replace installs a decoded state: watermark wm, keys, and timers, a
-// valid heap of their windows.
+// valid heap of their windows whose idx it holds.
 func (o *Operator) replace(wm int64, keys keyIndex, timers timerHeap) {
-	for i, w := range timers {
-		w.idx = i
-	}
 	o.wm = wm
 	for ks := range o.keys.all() {
 		ks.live = false // Keys holding them look the key up again
