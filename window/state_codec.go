@@ -285,7 +285,7 @@ func (o *Operator) Decode(d *codec.Decoder) error {
 	nKeys := d.Count(2 + o.minWindowBytes()) // key length, window count, one window
 	var keys keyIndex
 	keys.reserve(nKeys)
-	var wins []*window
+	var timers timerHeap
 	prevKey := ""
 	for i := range nKeys {
 		key := d.String()
@@ -302,28 +302,28 @@ func (o *Operator) Decode(d *codec.Decoder) error {
 			return d.Err()
 		}
 		keys.add(ks)
-		wins = append(wins, ks.wins...)
+		for _, w := range ks.wins {
+			timers = append(timers, newTimerEntry(w))
+		}
 	}
 	if d.Err() != nil {
 		return d.Err()
 	}
 
-	// A slice sorted by windowLess is a valid heap; as windowLess is a
-	// strict total order, it is also exactly the order in which the original
+	// A slice sorted by the heap's order is a valid heap; as that order is
+	// strict and total, it is also exactly the order in which the original
 	// heap would have given its windows up.
-	slices.SortFunc(wins, func(a, b *window) int {
+	slices.SortFunc(timers, func(a, b timerEntry) int {
 		switch {
-		case windowLess(a, b):
+		case a.less(b):
 			return -1
-		case windowLess(b, a):
+		case b.less(a):
 			return 1
 		}
 		return 0
 	})
-	timers := make(timerHeap, len(wins))
-	for i, w := range wins {
-		w.idx = i
-		timers[i] = newTimerEntry(w)
+	for i, e := range timers {
+		e.w.idx = i
 	}
 	o.replace(wm, keys, timers)
 	return nil
@@ -448,7 +448,7 @@ func (o *Operator) decodeKey(d *codec.Decoder, key string, wm int64, allowEmpty 
 }
 
 // replace installs a decoded state: watermark wm, keys, and timers, a
-// valid heap of their windows whose idx it holds.
+// valid heap of their windows, each window's idx set.
 func (o *Operator) replace(wm int64, keys keyIndex, timers timerHeap) {
 	o.wm = wm
 	for ks := range o.keys.all() {
