@@ -21,10 +21,16 @@ import (
 // (docs/design.md "Memory").
 //
 // The table probes linearly and deletes by backward shift, so that it has
-// no tombstones. A removed state leaves a hole in the slice, which is
-// compacted, keeping its order, once it is twice the keys held.
+// no tombstones. A removed state leaves a hole in the slice, which the next
+// state added takes (free): no removal renumbers the states. Renumbering
+// them reads every state, a cache miss each, and at a million keys held a
+// task for tens of milliseconds in the one removal that paid for it, in
+// series as an hour's end dropped its windows (docs/performance.md). Only
+// a shrink renumbers, when few keys are left (see shrink), and an index that
+// empties starts over at once.
 type keyIndex struct {
-	states []*keyState // by position, in the order added; nil where removed
+	states []*keyState // by position; nil where removed
+	free   []int32     // the positions where states is nil, taken before it grows
 	slots  []keySlot   // len a power of two, or 0
 	n      int         // states held
 }
@@ -78,8 +84,14 @@ func (x *keyIndex) add(ks *keyState) {
 	if (x.n+1)*4 > len(x.slots)*3 { // at most three quarters full
 		x.resize(max(minKeySlots, 2*len(x.slots)))
 	}
-	ks.pos = int32(len(x.states))
-	x.states = append(x.states, ks)
+	if k := len(x.free); k > 0 {
+		ks.pos = x.free[k-1]
+		x.free = x.free[:k-1]
+		x.states[ks.pos] = ks
+	} else {
+		ks.pos = int32(len(x.states))
+		x.states = append(x.states, ks)
+	}
 	x.place(keySlot{h: keyHash(ks.key), pos: ks.pos + 1})
 	x.n++
 }
@@ -90,7 +102,7 @@ func (x *keyIndex) reserve(n int) {
 	if size := slotsFor(n); size > len(x.slots) {
 		x.resize(size)
 	}
-	x.states = slices.Grow(x.states, max(0, n-x.n)) // new keys go at the end
+	x.states = slices.Grow(x.states, max(0, n-x.n-len(x.free))) // new keys fill the holes, then go at the end
 }
 
 // slotsFor is the size of a table that holds n keys at most three quarters
@@ -149,53 +161,48 @@ func (x *keyIndex) remove(ks *keyState) {
 	x.slots[i] = keySlot{}
 	x.states[ks.pos] = nil
 	x.n--
-	if len(x.states) >= minKeySlots && len(x.states) >= 2*x.n {
-		x.compact(false)
+	if x.n == 0 {
+		// Every position is a hole (nil): start over, keeping the room.
+		x.states, x.free = x.states[:0], x.free[:0]
+		return
 	}
+	x.free = append(x.free, ks.pos)
 }
 
-// compact closes the holes of states, keeping its order, and renumbers the
-// table's positions; with shrink, it also gives back the memory of a slice
-// and a table sized for many more keys than are held. The slots keep their
-// hashes: no key is hashed again.
-func (x *keyIndex) compact(shrink bool) {
-	var next int32
-	for _, ks := range x.states {
-		if ks != nil {
-			ks.pos, next = next, next+1
+// shrink gives back the memory of a table sized for many more keys than are
+// held (Operator.shrink). It reads no state: a slot carries its key's hash
+// and position. The states themselves are renumbered, closing the holes,
+// only once they are a sixteenth of the positions: renumbering reads every
+// state held, a cache miss each, which at a quarter of a million keys held
+// a task for 30 ms.
+func (x *keyIndex) shrink() {
+	var states []*keyState // renumbered, or nil: the positions stay
+	if len(x.states) >= 16*x.n {
+		states = make([]*keyState, 0, x.n)
+		for _, ks := range x.states {
+			if ks != nil {
+				ks.pos = int32(len(states))
+				states = append(states, ks)
+			}
 		}
 	}
 	old := x.slots
-	if shrink {
-		x.slots = make([]keySlot, slotsFor(x.n))
-	}
-	for i, sl := range old {
+	x.slots = make([]keySlot, slotsFor(x.n))
+	for _, sl := range old {
 		if sl.pos == 0 {
 			continue
 		}
-		sl.pos = x.states[sl.pos-1].pos + 1
-		if shrink {
-			x.place(sl)
-		} else {
-			old[i] = sl // same hash, same probe: the slot stays where it is
+		if states != nil {
+			sl.pos = x.states[sl.pos-1].pos + 1 // its state's new position
 		}
+		x.place(sl)
 	}
-	states := x.states[:0]
-	if shrink {
-		states = make([]*keyState, 0, x.n)
+	if states != nil {
+		x.states, x.free = states, nil
 	}
-	for _, ks := range x.states {
-		if ks != nil {
-			states = append(states, ks)
-		}
-	}
-	if !shrink {
-		clear(x.states[len(states):]) // what moved down is held once
-	}
-	x.states = states
 }
 
-// all yields every state, in the order they were added.
+// all yields every state, in no particular order.
 func (x *keyIndex) all() iter.Seq[*keyState] {
 	return func(yield func(*keyState) bool) {
 		for _, ks := range x.states {

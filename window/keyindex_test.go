@@ -5,31 +5,44 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
 // TestKeyIndex runs random adds and removes against a map and a list of the
-// keys in the order added: after every step the index finds exactly the
-// keys held, each state knows its position, and all yields the states in
-// the order they were added, through the compactions that removals cause,
-// the shrinks an operator asks for and the room a restore reserves.
+// keys held: after every step the index finds exactly the keys held, each
+// state knows its position, and all yields every state held once, through
+// the holes that removals leave and adds fill, the shrinks an operator asks
+// for and the room a restore reserves.
 func TestKeyIndex(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var x keyIndex
 	want := map[string]*keyState{}
-	var order []*keyState // the states held, in the order added
+	var order []*keyState // the states held
+	byKey := func(a, b *keyState) int { return strings.Compare(a.key, b.key) }
 	check := func(step int) {
 		t.Helper()
 		if x.len() != len(want) {
 			t.Fatalf("step %d: len %d, want %d", step, x.len(), len(want))
 		}
-		got := slices.Collect(x.all())
-		if !slices.Equal(got, order) {
-			t.Fatalf("step %d: all yields %d states not in the order added (%d held)", step, len(got), len(order))
+		got := slices.SortedFunc(x.all(), byKey)
+		if !slices.Equal(got, slices.SortedFunc(slices.Values(order), byKey)) {
+			t.Fatalf("step %d: all yields %d states, not the %d held", step, len(got), len(order))
 		}
+		holes := 0
 		for i, ks := range x.states {
-			if ks != nil && int(ks.pos) != i {
+			if ks == nil {
+				holes++
+			} else if int(ks.pos) != i {
 				t.Fatalf("step %d: state %q at %d says %d", step, ks.key, i, ks.pos)
+			}
+		}
+		if holes != len(x.free) {
+			t.Fatalf("step %d: %d holes, %d free positions", step, holes, len(x.free))
+		}
+		for _, p := range x.free {
+			if x.states[p] != nil {
+				t.Fatalf("step %d: free position %d holds %q", step, p, x.states[p].key)
 			}
 		}
 	}
@@ -50,7 +63,7 @@ func TestKeyIndex(t *testing.T) {
 		}
 		switch step % 5000 {
 		case 4999:
-			x.compact(true)
+			x.shrink()
 		case 2500:
 			x.reserve(rng.IntN(6000)) // a restore's: keys stay where get finds them
 		}
@@ -59,6 +72,24 @@ func TestKeyIndex(t *testing.T) {
 		}
 	}
 	check(-1)
+	// Down to a few keys: a shrink now renumbers them, and adds go on.
+	for _, ks := range slices.Clone(order[10:]) {
+		x.remove(ks)
+		delete(want, ks.key)
+	}
+	order = order[:10]
+	x.shrink()
+	if len(x.states) != 10 || len(x.free) != 0 {
+		t.Fatalf("shrunk to 10 keys: %d positions, %d free", len(x.states), len(x.free))
+	}
+	check(-2)
+	for i := range 5 {
+		ks := &keyState{key: fmt.Sprintf("new%d", i)}
+		x.add(ks)
+		want[ks.key] = ks
+		order = append(order, ks)
+	}
+	check(-3)
 	for _, ks := range slices.Clone(order) {
 		x.remove(ks)
 	}

@@ -606,7 +606,7 @@ const shrinkMin = 1024
 // own. The copy is paid for by the deletions since the peak.
 func (o *Operator) shrink() {
 	if o.keysPeak >= shrinkMin && o.keys.len() < o.keysPeak/4 {
-		o.keys.compact(true)
+		o.keys.shrink()
 		o.keysPeak = o.keys.len()
 	}
 	if cap(o.timers) >= shrinkMin && len(o.timers) < cap(o.timers)/4 {
